@@ -1,7 +1,9 @@
 """The occupancy query's what-if columns (what would raise a launch's occupancy) against NVIDIA's
-own occupancy calculator: the curves of ncu's Occupancy section ("Impact of Varying Register
-Count Per Thread", "... Shared Memory Usage Per Block"), warps per SM at each register count and
-shared memory size, read from the committed real reports with ``ncu_report``."""
+own occupancy calculator: the curve of ncu's Occupancy section "Impact of Varying Register Count
+Per Thread" (warps per SM at each register count, read from the committed real reports with
+``ncu_report``) and ncu's block limits. Its shared memory curve holds every other limit, and the
+launches whose shared memory binds are bound by their registers too, so it shows no shared memory
+step: the shared memory rule is checked against ncu's block limit at each launch's own carveout."""
 
 from __future__ import annotations
 
@@ -26,14 +28,11 @@ REPORTS = {
     "app_replay": DATA / "ncu_app_replay" / "report.ncu-rep.xz",
     **{p.name.split("-ncu-")[1]: p / "ncu.ncu-rep.xz" for p in sorted(SWEEP.iterdir())},
 }
-#: the shared memory sizes past this are beyond a kernel's own dynamic limit, which no metric
-#: gives (the curve drops to 0 there): the what-if is about less shared memory, never more
-DEFAULT_SMEM_LIMIT = 49152
 
 
-def curves(report: Path) -> dict[int, dict[str, dict[int, float]]]:
-    """kernel_id -> {"registers": {registers per thread: warps per SM}, "shared_mem": {bytes per
-    block: warps per SM}}, ncu's Occupancy section curves of each kernel launch."""
+def curves(report: Path) -> dict[int, dict[int, float]]:
+    """kernel_id -> {registers per thread: warps per SM}, the curve of ncu's Occupancy section
+    ("Impact of Varying Register Count Per Thread") of each kernel launch."""
     import ncu_report
 
     ctx = ncu_report.load_report(str(report))
@@ -41,16 +40,10 @@ def curves(report: Path) -> dict[int, dict[str, dict[int, float]]]:
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for i in range(rng.num_actions()):
-            a = rng.action_by_idx(i)
-            got = {}
-            for key, metric in (("registers", "launch__occupancy_per_register_count"),
-                                ("shared_mem", "launch__occupancy_per_shared_mem_size")):
-                m = a.metric_by_name(metric)
-                if m is not None and m.num_instances():
-                    ids = m.correlation_ids()
-                    got[key] = {ids.as_uint64(j): m.as_double(j) for j in range(m.num_instances())}
-            if got:
-                out[kid] = got
+            m = rng.action_by_idx(i).metric_by_name("launch__occupancy_per_register_count")
+            if m is not None and m.num_instances():
+                ids = m.correlation_ids()
+                out[kid] = {ids.as_uint64(j): m.as_double(j) for j in range(m.num_instances())}
             kid += 1
     return out
 
@@ -58,7 +51,7 @@ def curves(report: Path) -> dict[int, dict[str, dict[int, float]]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """name -> (the occupancy query's rows by kernel_id, each with ncu's shared memory allocated per
-    block, ncu's curves by kernel_id)."""
+    block, ncu's register curves by kernel_id)."""
     d = tmp_path_factory.mktemp("occupancy")
     out = {}
     with tracekit.open(d / "s.duckdb") as tk:
@@ -77,84 +70,99 @@ def runs(tmp_path_factory):
 
 
 def test_the_limits_kept_are_those_ncu_computes(runs):
-    """registers_max and shared_mem_max_bytes, the most a launch may use and keep its blocks per
-    SM, are where ncu's curves step down: at them the SM holds the launch's warps, one register
-    (or 512 bytes of shared memory, the curve's step) more, fewer."""
-    checked = {"registers": 0, "shared_mem": 0}
+    """registers_per_thread_max, the most registers a launch may use and keep its blocks per SM, is
+    where ncu's register curve steps down: at it the SM holds the launch's warps, one register
+    more, fewer. Shared memory is allocated in units of 128 bytes, and ncu's block limit is the
+    launch's carveout over that allocation: the rule shared_mem_max_bytes and
+    next_shared_mem_max_bytes apply at the SM's largest carveout."""
+    checked = {"registers": 0, "shared_mem_limit": 0}
     for name, (rows, curve) in runs.items():
         for kid, row in rows.items():
-            regs, smem = curve[kid]["registers"], curve[kid]["shared_mem"]
+            regs = curve[kid]
             warps = math.ceil(row["block_size"] / 32) * row["blocks_per_sm"]
             assert warps == row["theoretical_warps_per_sm"] == regs[row["registers_per_thread"]], (name, kid)
             assert row["missing_metrics"] is None, (name, kid)
-            assert regs[row["registers_max"]] == warps, (name, kid)
-            if row["registers_max"] < 255:
-                assert regs[row["registers_max"] + 1] < warps, (name, kid)
+            assert regs[row["registers_per_thread_max"]] == warps, (name, kid)
+            if row["registers_per_thread_max"] < 255:
+                assert regs[row["registers_per_thread_max"] + 1] < warps, (name, kid)
                 checked["registers"] += 1
-            # shared memory is allocated in units of 128 bytes, the driver's reserved part included
             used = row["shared_mem_static_bytes"] + row["shared_mem_dynamic_bytes"] + row["shared_mem_driver_bytes"]
             assert row["allocated"] == 128 * math.ceil(used / 128), (name, kid)
-            total = row["shared_mem_max_bytes"] + row["shared_mem_driver_bytes"]  # (the curve's x: the block's all)
-            if total + 512 <= DEFAULT_SMEM_LIMIT:
-                below, above = total // 512 * 512, (total // 512 + 1) * 512
-                if below > row["shared_mem_config_bytes"] / (row["blocks_per_sm"] + 1):  # (not a step further)
-                    assert smem[below] == warps, (name, kid)
-                assert smem[above] < warps, (name, kid)
-                checked["shared_mem"] += 1
-    assert checked["registers"] >= 60 and checked["shared_mem"] >= 60, checked
+            assert row["block_limit_shared_mem"] == row["shared_mem_config_bytes"] // row["allocated"], (name, kid)
+            # the launch's own use keeps its blocks (at the SM's largest carveout, if not its own)
+            assert used - row["shared_mem_driver_bytes"] <= row["shared_mem_max_bytes"], (name, kid)
+            checked["shared_mem_limit"] += 1
+    assert checked["registers"] >= 60 and checked["shared_mem_limit"] >= 100, checked
 
 
 def test_one_block_more_is_what_ncu_computes(runs):
-    """Where one block more per SM is in reach: at next_registers_max the register curve (the
-    shared memory held) reaches the next step, one register more it does not; where registers
-    alone stand in the way, next_occupancy_pct is the curve's occupancy there. Where it is out
-    of reach, next_needs says which of the SM's limits stops it."""
+    """Where one block more per SM is in reach: at next_registers_per_thread_max the register
+    curve (the shared memory held) reaches the next step, one register more it does not; where
+    registers alone stand in the way, next_occupancy_pct is the curve's occupancy there; where the
+    launch has the SM's largest carveout, next_shared_mem_max_bytes is where the shared memory
+    curve reaches the step. Where it is out of reach, next_needs says which of the SM's limits
+    stops it."""
     steps = exact = out_of_reach = 0
     for name, (rows, curve) in runs.items():
         for kid, row in rows.items():
-            regs = curve[kid]["registers"]
+            regs = curve[kid]
             w = math.ceil(row["block_size"] / 32)
             n = row["blocks_per_sm"]
-            others = min(row["block_limit_blocks"], row["block_limit_warps"], row["block_limit_barriers"],
-                         row["block_limit_shared_mem"])
+            caps = min(row["block_limit_blocks"], row["block_limit_warps"], row["block_limit_barriers"])
             if row["theoretical_occupancy_pct"] >= 100:
                 assert row["next_needs"] is None and row["next_occupancy_pct"] is None, (name, kid)
                 continue
-            if n + 1 > min(row["block_limit_blocks"], row["block_limit_warps"], row["block_limit_barriers"]):
+            if n + 1 > caps:
                 assert row["next_occupancy_pct"] is None and row["next_needs"].startswith("none at "), (name, kid)
                 out_of_reach += 1
                 continue
-            nr = row["next_registers_max"]
+            nr = row["next_registers_per_thread_max"]
             assert nr is not None and row["next_occupancy_pct"] > row["theoretical_occupancy_pct"], (name, kid)
-            if others >= n + 1:  # (the shared memory allows the step: the register curve shows it)
+            assert row["next_needs"], (name, kid)
+            if min(caps, row["block_limit_shared_mem"]) >= n + 1:  # (the shared memory allows the step)
                 assert regs[nr] >= (n + 1) * w, (name, kid)
                 if nr < 255:
                     assert regs[nr + 1] < (n + 1) * w, (name, kid)
                 steps += 1
-                if "shared memory" not in (row["next_needs"] or ""):
+                if row["next_needs"].startswith("registers") and ";" not in row["next_needs"]:
                     used = min(row["registers_per_thread"], nr)
                     assert row["next_occupancy_pct"] == pytest.approx(100 * regs[used] / 64), (name, kid)
                     exact += 1
-            assert ("registers" in row["next_needs"]) == (row["registers_per_thread"] > nr), (name, kid)
     assert steps >= 15 and exact >= 5 and out_of_reach >= 1, (steps, exact, out_of_reach)
 
 
 def test_the_hstu_attention_kernel_needs_half_its_registers_and_less_shared_memory(runs):
     """The HSTU capture's KV-cached attention kernel: 255 registers per thread and 160 kB of shared
     memory, one block of 8 warps per SM (12.5 %); two blocks need 128 registers and at most
-    115,712 bytes each at its 228 kB configuration."""
+    115,712 bytes each at its carveout, the SM's largest (228 kB)."""
     rows, _ = runs["hstu"]
     row = next(r for r in rows.values() if r["name"] == "_hstu_cached_sk_kernel")
     assert (row["registers_per_thread"], row["blocks_per_sm"], row["theoretical_occupancy_pct"]) == (255, 1, 12.5)
-    assert (row["next_registers_max"], row["next_shared_mem_max_bytes"], row["next_occupancy_pct"]) == (128, 115712, 25.0)
+    assert (row["next_registers_per_thread_max"], row["next_shared_mem_max_bytes"], row["next_occupancy_pct"]) == (
+        128, 115712, 25.0)
     assert row["next_needs"] == "registers 255 -> 128; shared memory 163,840 -> 115,712 B"
 
 
 def test_a_page_without_the_device_attributes_names_them(tmp_path):
-    """ncu's details page prints no device attributes: the what-if is left blank, not half said,
-    and missing_metrics names what it needs."""
+    """ncu's details page prints no device attributes: the what-if is left blank (blocks_per_sm,
+    from ncu's own block limits, stays), and missing_metrics names what it needs."""
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(DATA / "ncu_full" / "details.csv.xz", name="details")
         df = tk.query("occupancy", run="details")
-    assert df["next_needs"].is_null().all() and df["registers_max"].is_null().all()
+    assert df["blocks_per_sm"].is_not_null().all()
+    for col in ("registers_per_thread_max", "shared_mem_max_bytes", "next_occupancy_pct",
+                "next_registers_per_thread_max", "next_shared_mem_max_bytes", "next_needs"):
+        assert df[col].is_null().all(), col
     assert all("device__attribute_max_registers_per_multiprocessor" in m for m in df["missing_metrics"])
+
+
+def test_a_zero_block_limit_is_no_error(tmp_path):
+    """A block limit of 0 (a launch that could not run as configured) leaves the what-if blank
+    instead of failing the query: the rest of the run's rows are answered."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(DATA / "ncu_levels" / "report.ncu-rep.xz", name="levels")
+        tk.con.execute("UPDATE ncu_metrics SET value = 0 WHERE kernel_id = 2 "
+                       "AND metric = 'launch__occupancy_limit_shared_mem'")
+        df = tk.query("occupancy", run="levels")
+    assert df.height == 4 and df["next_needs"][2] is None and df["registers_per_thread_max"][2] is None
+    assert df["next_needs"][3] == "registers 36 -> 32"

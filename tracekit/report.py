@@ -581,7 +581,7 @@ class _Column:
 
 _NAME_COLUMNS = {"name", "top_kernel", "next_op"}
 #: text columns of sentences (ncu's rule messages, the advice of nsys's rules): wrapped, not cut
-_PROSE_COLUMNS = {"message", "advice", "next_needs"}
+_PROSE_COLUMNS = {"message", "advice"}
 
 
 def _short_names(names: list[str | None]) -> list[str]:

@@ -388,50 +388,59 @@ SELECT *,
        ), '') AS missing_metrics
 FROM d;
 
--- Hierarchical roofline per launch (ncu's SpeedOfLight_Hierarchical{Single,Half,Double,Tensor}
--- RooflineChart) in one precision: the one asked (a name ncu_in_precision knows, any case), else
--- the launch's dominant one (ncu_roofline's precision; where the report lacks some precision's
--- counters, which leaves that NULL, the one of most FLOP/s of those it has). Its FLOP/s and
--- ceiling there, the arithmetic intensity at L1, L2 and DRAM, each level's roof % (ncu_level_roof),
--- the level that bounds it (ncu_level_limiter) and roof_pct against that lowest roof. A launch
--- without FP work and without a precision has FLOP/s 0 (no_fp_work). Every ncu launch, one row.
-CREATE OR REPLACE MACRO ncu_hierarchical(asked) AS TABLE
-WITH p AS (
+-- ncu_roofline's rows of a run (NULL: of every run), each with its hierarchical roofline (ncu's
+-- SpeedOfLight_Hierarchical{Single,Half,Double,Tensor}RooflineChart) in one precision: the one
+-- asked (a name ncu_in_precision knows, any case), else the launch's dominant one (ncu_roofline's
+-- precision; where the report lacks some precision's counters, which leaves that NULL, the one
+-- of most FLOP/s of those it has). level_precision, its FLOP/s and ceiling there, the arithmetic
+-- intensity at L1, L2 and DRAM, each level's roof % (ncu_level_roof), the level that bounds it
+-- (limiter: ncu_level_limiter) and level_roof_pct against that lowest roof. A launch without FP
+-- work and without a precision has FLOP/s 0 (no_fp_work). The view is read once for both.
+CREATE OR REPLACE MACRO ncu_hierarchical(run, asked) AS TABLE
+WITH v AS (  -- each precision's FLOP/s, in the order of the names below (a tensor one unknown
+            -- where the report has no tensor counters)
     SELECT r.*,
-           coalesce(lower(asked), r.precision,
-                    (SELECT arg_max(p, v) FROM (VALUES
-                         ('fp64', fp64_flops_per_s), ('fp32', fp32_flops_per_s), ('fp16', fp16_flops_per_s),
-                         ('tensor_bf16', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_bf16_flops_per_s END),
-                         ('tensor_fp16', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp16_flops_per_s END),
-                         ('tensor_tf32', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_tf32_flops_per_s END),
-                         ('tensor_fp8', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp8_flops_per_s END),
-                         ('tensor_fp64', CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp64_flops_per_s END)) v(p, v)
-                     WHERE v > 0)) AS prec
+           [fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s,
+            CASE WHEN tensor_srcs IS NOT NULL THEN tensor_bf16_flops_per_s END,
+            CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp16_flops_per_s END,
+            CASE WHEN tensor_srcs IS NOT NULL THEN tensor_tf32_flops_per_s END,
+            CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp8_flops_per_s END,
+            CASE WHEN tensor_srcs IS NOT NULL THEN tensor_fp64_flops_per_s END] AS _rates
     FROM ncu_roofline r
+    WHERE run IS NULL OR r.run_id = run
+), p AS (
+    SELECT v.* EXCLUDE (_rates),
+           coalesce(lower(asked), precision,
+                    CASE WHEN list_max(_rates) > 0
+                         THEN ['fp64', 'fp32', 'fp16', 'tensor_bf16', 'tensor_fp16', 'tensor_tf32', 'tensor_fp8',
+                               'tensor_fp64'][list_position(_rates, list_max(_rates))] END) AS level_precision
+    FROM v
 ), pf AS (
-    SELECT run_id, kernel_id, prec, l1_bytes_per_s, l2_bytes_per_s, dram_bytes_per_s,
-           peak_l1_bytes_per_s, peak_l2_bytes_per_s, peak_dram_bytes_per_s,
-           coalesce(ncu_in_precision(prec, tensor_srcs, fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s,
-                                     tensor_bf16_flops_per_s, tensor_fp16_flops_per_s, tensor_tf32_flops_per_s,
-                                     tensor_fp8_flops_per_s, tensor_fp64_flops_per_s),
-                    CASE WHEN prec IS NULL AND flops_per_s = 0 THEN 0 END) AS f,
-           ncu_in_precision(prec, tensor_srcs, peak_fp64_flops_per_s, peak_fp32_flops_per_s, peak_fp16_flops_per_s,
-                            peak_tensor_bf16_flops_per_s, peak_tensor_fp16_flops_per_s, peak_tensor_tf32_flops_per_s,
-                            peak_tensor_fp8_flops_per_s, peak_tensor_fp64_flops_per_s) AS peak_f
+    SELECT p.*,
+           coalesce(ncu_in_precision(level_precision, tensor_srcs, fp64_flops_per_s, fp32_flops_per_s,
+                                     fp16_flops_per_s, tensor_bf16_flops_per_s, tensor_fp16_flops_per_s,
+                                     tensor_tf32_flops_per_s, tensor_fp8_flops_per_s, tensor_fp64_flops_per_s),
+                    CASE WHEN level_precision IS NULL AND flops_per_s = 0 THEN 0 END) AS level_flops_per_s,
+           ncu_in_precision(level_precision, tensor_srcs, peak_fp64_flops_per_s, peak_fp32_flops_per_s,
+                            peak_fp16_flops_per_s, peak_tensor_bf16_flops_per_s, peak_tensor_fp16_flops_per_s,
+                            peak_tensor_tf32_flops_per_s, peak_tensor_fp8_flops_per_s, peak_tensor_fp64_flops_per_s)
+               AS level_peak_flops_per_s
     FROM p
 ), roofs AS (
     SELECT pf.*,
-           ncu_level_roof(f, peak_f, l1_bytes_per_s, peak_l1_bytes_per_s) AS roof1,
-           ncu_level_roof(f, peak_f, l2_bytes_per_s, peak_l2_bytes_per_s) AS roof2,
-           ncu_level_roof(f, peak_f, dram_bytes_per_s, peak_dram_bytes_per_s) AS roofd
+           ncu_level_roof(level_flops_per_s, level_peak_flops_per_s, l1_bytes_per_s, peak_l1_bytes_per_s) AS roof1,
+           ncu_level_roof(level_flops_per_s, level_peak_flops_per_s, l2_bytes_per_s, peak_l2_bytes_per_s) AS roof2,
+           ncu_level_roof(level_flops_per_s, level_peak_flops_per_s, dram_bytes_per_s, peak_dram_bytes_per_s) AS roofd
     FROM pf
 )
-SELECT run_id, kernel_id, prec AS precision, f AS flops_per_s, peak_f AS peak_flops_per_s,
-       f / nullif(l1_bytes_per_s, 0) AS ai_l1, f / nullif(l2_bytes_per_s, 0) AS ai_l2,
-       f / nullif(dram_bytes_per_s, 0) AS ai_dram,
-       100 * f / nullif(roof1, 0) AS l1_roof_pct, 100 * f / nullif(roof2, 0) AS l2_roof_pct,
-       100 * f / nullif(roofd, 0) AS dram_roof_pct,
-       ncu_level_limiter(f, peak_f, roof1, roof2, roofd) AS limiter,
+SELECT roofs.* EXCLUDE (roof1, roof2, roofd),
+       level_flops_per_s / nullif(l1_bytes_per_s, 0) AS level_ai_l1,
+       level_flops_per_s / nullif(l2_bytes_per_s, 0) AS level_ai_l2,
+       level_flops_per_s / nullif(dram_bytes_per_s, 0) AS level_ai_dram,
+       100 * level_flops_per_s / nullif(roof1, 0) AS l1_roof_pct,
+       100 * level_flops_per_s / nullif(roof2, 0) AS l2_roof_pct,
+       100 * level_flops_per_s / nullif(roofd, 0) AS dram_roof_pct,
+       ncu_level_limiter(level_flops_per_s, level_peak_flops_per_s, roof1, roof2, roofd) AS limiter,
        CASE WHEN roof1 IS NOT NULL AND roof2 IS NOT NULL AND roofd IS NOT NULL
-            THEN 100 * f / nullif(least(roof1, roof2, roofd), 0) END AS roof_pct
+            THEN 100 * level_flops_per_s / nullif(least(roof1, roof2, roofd), 0) END AS level_roof_pct
 FROM roofs;

@@ -45,14 +45,15 @@
 -- @column missing_metrics        inputs of these columns not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, duration_ns, precision, flops_per_s, ai_l1, ai_l2, ai_dram, limiter, roof_pct, name
 -- @requires ncu_kernels, ncu_metrics
-WITH r AS MATERIALIZED (
-    SELECT * FROM ncu_roofline
-    WHERE ($run IS NULL OR run_id = $run) AND ($kernel IS NULL OR contains(lower(name), lower($kernel)))
+WITH r AS MATERIALIZED (  -- the launch in the precision asked, else its dominant one (the store's ncu_hierarchical)
+    SELECT * EXCLUDE (precision, flops_per_s, peak_flops_per_s, ai_l1, ai_l2, ai_dram, roof_pct, level_precision,
+                      level_flops_per_s, level_peak_flops_per_s, level_ai_l1, level_ai_l2, level_ai_dram,
+                      level_roof_pct),
+           level_precision AS precision, level_flops_per_s AS flops_per_s, level_peak_flops_per_s AS peak_flops_per_s,
+           level_ai_l1 AS ai_l1, level_ai_l2 AS ai_l2, level_ai_dram AS ai_dram, level_roof_pct AS roof_pct
+    FROM ncu_hierarchical($run, $precision)
+    WHERE ($kernel IS NULL OR contains(lower(name), lower($kernel)))
       AND ncu_kernel_asked('hierarchical-roofline', $run, $kernel)
-), pf AS (  -- the launch in the precision asked, else its dominant one (the store's ncu_hierarchical)
-    SELECT r.* EXCLUDE (precision, flops_per_s, peak_flops_per_s, ai_l1, ai_l2, ai_dram, roof_pct),
-           h.* EXCLUDE (run_id, kernel_id)
-    FROM r JOIN ncu_hierarchical($precision) h USING (run_id, kernel_id)
 ), checked AS (  -- read first: the error is raised before any row
     SELECT ncu_roofline_inputs('hierarchical-roofline', $run, count(*),
                count(*) FILTER (WHERE coalesce(fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_srcs) IS NOT NULL),
@@ -89,7 +90,7 @@ WITH r AS MATERIALIZED (
                                       CASE WHEN max(tensor_fp64_flops_per_s) > 0 THEN 'tensor_fp64' END), '') || ')',
                                       ' (none does floating-point work the report has counters of)')
                                || '; leave precision out for each launch''s own') END AS ok
-    FROM pf LEFT JOIN runs u ON u.run_id = pf.run_id
+    FROM r LEFT JOIN runs u ON u.run_id = r.run_id
 )
 SELECT run_id, kernel_id, name, nvtx_range, duration_ns, precision, flops_per_s, peak_flops_per_s,
        l1_bytes_per_s, l2_bytes_per_s, dram_bytes_per_s, peak_l1_bytes_per_s, peak_l2_bytes_per_s,
@@ -101,7 +102,7 @@ SELECT run_id, kernel_id, name, nvtx_range, duration_ns, precision, flops_per_s,
                         OR (contains(m, 'hfma') AND precision <> 'fp16')
                         OR (starts_with(m, 'sm__ops_path_tensor') AND NOT starts_with(precision, 'tensor'))))), ', '),
               '') AS missing_metrics
-FROM checked JOIN pf ON checked.ok
+FROM checked JOIN r ON checked.ok
 WHERE $precision IS NULL OR flops_per_s > 0 OR flops_per_s IS NULL  -- (a launch without its counters: a row saying so)
 ORDER BY run_id, kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

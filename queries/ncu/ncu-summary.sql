@@ -76,12 +76,11 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
                END AS limiter,
            r.sm_throughput_pct, r.memory_throughput_pct, r.dram_throughput_pct, h.l1_hit_rate_pct, h.l2_hit_rate_pct,
            r.dram_bytes, r.dram_bytes_per_s, r.flop, r.flops_per_s, r.ai_dram, r.precision, r.roof_pct, r.bound,
-           hr.limiter AS roof_limiter,
+           r.limiter AS roof_limiter,
            100 * r.dram_bytes_per_s / nullif(r.peak_dram_bytes_per_s, 0) AS dram_roof_pct
-    FROM ncu_roofline r
+    FROM ncu_hierarchical($run, NULL) r  -- (ncu_roofline's rows, with the hierarchical limiter)
     JOIN ncu_kernels k USING (run_id, kernel_id)
     LEFT JOIN hit h USING (run_id, kernel_id)
-    JOIN ncu_hierarchical(NULL) hr USING (run_id, kernel_id)
     WHERE ($run IS NULL OR r.run_id = $run) AND ($kernel IS NULL OR contains(lower(r.name), lower($kernel)))
       AND ncu_kernel_asked('ncu-summary', $run, $kernel)
 )

@@ -12,16 +12,18 @@
 -- (ncu --replay-mode range/app-range) and whole graphs (--graph-profiling graph) run several
 -- kernels and have no launch configuration of their own: they are left out (ncu-kernels
 -- lists them), and a run of those alone, or of launches without any of these metrics, is an error.
--- What would raise it, as the CUDA occupancy calculator and ncu's "Impact of Varying Register
--- Count / Shared Memory Usage" charts compute it: registers are allocated per warp in units of
--- 256 (8 per thread) from each of the SM's sub-partitions (max warps per SM / max warps per
--- scheduler), shared memory per block in units of 128 bytes, its driver-reserved part included,
--- from the launch's shared memory configuration (its carveout, as ncu's chart holds it).
--- registers_max and shared_mem_max_bytes are the most the launch may use and keep its blocks
--- per SM; next_registers_max and next_shared_mem_max_bytes the most for one block more per SM,
--- and next_occupancy_pct the occupancy once both are kept (one register step down may fit
--- several blocks more); out of reach (NULL, next_needs says why) where the SM's block slots,
--- warps or barriers allow no more at this block size.
+-- What would raise it, by the rules of NVIDIA's occupancy calculator (cuda_occupancy.h), which
+-- ncu's "Impact of Varying Register Count / Shared Memory Usage" charts draw: registers are
+-- allocated per warp in units of 256 (8 per thread) from each of the SM's sub-partitions (max
+-- warps per SM / max warps per scheduler), shared memory per block, its driver-reserved part
+-- included, in units of 128 bytes (256 before compute capability 8.0). Shared memory is counted
+-- against the largest carveout the SM offers (device__attribute_max_shared_memory_per_multiprocessor:
+-- the driver picks the carveout a launch needs), where ncu's chart holds the launch's own.
+-- registers_per_thread_max and shared_mem_max_bytes are the most the launch may use and keep its
+-- blocks per SM; next_registers_per_thread_max and next_shared_mem_max_bytes the most for one
+-- block more per SM, and next_occupancy_pct the occupancy once both are kept (one register step
+-- down may fit several blocks more); NULL where one block more is out of reach (next_needs says
+-- why: the SM's block slots, warps or barriers at this block size), or an input is missing.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
@@ -48,12 +50,12 @@
 -- @column achieved_occupancy_pct     achieved occupancy, % of max warps per SM
 -- @column waves_per_sm               waves per SM
 -- @column blocks_per_sm              blocks an SM holds at once (the smallest block limit)
--- @column registers_max              most registers per thread that keep blocks_per_sm
--- @column shared_mem_max_bytes       most shared memory per block (static + dynamic) that keeps blocks_per_sm at the launch's configuration, bytes
--- @column next_occupancy_pct         theoretical occupancy once registers and shared memory are within next_registers_max and next_shared_mem_max_bytes, % (NULL: out of reach at this block size, or at 100 % now)
--- @column next_registers_max         most registers per thread for one block more per SM
--- @column next_shared_mem_max_bytes  most shared memory per block (static + dynamic) for one block more per SM, bytes
--- @column next_needs                 what must shrink for one block more per SM (registers 40 -> 32; shared memory 163,840 -> 115,712 B), or why none fits
+-- @column registers_per_thread_max       most registers per thread that keep blocks_per_sm
+-- @column shared_mem_max_bytes           most shared memory per block (static + dynamic) that keeps blocks_per_sm, at the SM's largest carveout, bytes
+-- @column next_occupancy_pct             theoretical occupancy once registers and shared memory are within next_*, % (NULL: out of reach at this block size, or at 100 % now)
+-- @column next_registers_per_thread_max  most registers per thread for one block more per SM
+-- @column next_shared_mem_max_bytes      most shared memory per block (static + dynamic) for one block more per SM, bytes
+-- @column next_needs                     what one block more per SM needs (registers 40 -> 32; shared memory 163,840 -> 115,712 B; a larger carveout), or why none fits
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, next_occupancy_pct, next_needs, name
 -- @requires ncu_kernels, ncu_metrics
@@ -64,45 +66,71 @@ WITH m AS MATERIALIZED (
 ), dev AS (  -- the SM's resources the calculator divides
     SELECT run_id, kernel_id,
            max(value) FILTER (WHERE metric = 'device__attribute_max_registers_per_multiprocessor') AS regs_per_sm,
-           max(value) FILTER (WHERE metric = 'device__attribute_max_registers_per_thread') AS regs_per_thread_max,
+           max(value) FILTER (WHERE metric = 'device__attribute_max_registers_per_thread') AS regs_per_thread_cap,
            max(value) FILTER (WHERE metric = 'device__attribute_max_warps_per_multiprocessor') AS warps_per_sm,
-           max(value) FILTER (WHERE metric = 'device__attribute_max_warps_per_scheduler') AS warps_per_scheduler
+           max(value) FILTER (WHERE metric = 'device__attribute_max_warps_per_scheduler') AS warps_per_scheduler,
+           max(value) FILTER (WHERE metric = 'device__attribute_max_shared_memory_per_multiprocessor') AS smem_per_sm
     FROM ncu_metrics
     WHERE metric IN ('device__attribute_max_registers_per_multiprocessor', 'device__attribute_max_registers_per_thread',
-                     'device__attribute_max_warps_per_multiprocessor', 'device__attribute_max_warps_per_scheduler')
+                     'device__attribute_max_warps_per_multiprocessor', 'device__attribute_max_warps_per_scheduler',
+                     'device__attribute_max_shared_memory_per_multiprocessor')
       AND ($run IS NULL OR run_id = $run)
     GROUP BY run_id, kernel_id
 ), w AS (
-    SELECT m.*, dev.regs_per_sm, dev.regs_per_thread_max, dev.warps_per_sm,
-           dev.warps_per_sm // dev.warps_per_scheduler AS parts,  -- (sub-partitions: registers come from each)
+    SELECT m.*, dev.regs_per_sm, dev.regs_per_thread_cap, dev.warps_per_sm, dev.warps_per_scheduler, dev.smem_per_sm,
+           floor(dev.warps_per_sm / dev.warps_per_scheduler) AS parts,  -- (sub-partitions: registers come from each)
            ceil(m.block_size / 32) AS warps_per_block,
-           least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
-                 block_limit_barriers) AS blocks,
+           CASE WHEN m.cc_num < 8 THEN 256 ELSE 128 END AS smem_unit,  -- (cuda_occupancy.h's granularity)
+           nullif(least(block_limit_blocks, block_limit_registers, block_limit_shared_mem, block_limit_warps,
+                        block_limit_barriers), 0) AS blocks,
            least(block_limit_blocks, block_limit_warps, block_limit_barriers) AS blocks_cap,
-           coalesce(shared_mem_static_bytes, 0) + coalesce(shared_mem_dynamic_bytes, 0) AS smem
+           shared_mem_static_bytes + shared_mem_dynamic_bytes AS smem
     FROM m LEFT JOIN dev USING (run_id, kernel_id)
-), wf AS (  -- the most of each resource for n blocks per SM
+), wf AS (  -- the most of each resource for blocks and for blocks + 1 per SM
     SELECT w.*,
-           least(regs_per_thread_max, 8 * floor(floor(regs_per_sm / parts / ceil(blocks * warps_per_block / parts)) / 256))
+           -- (least() skips a NULL: the cap alone would read as the answer)
+           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL
+                THEN least(regs_per_thread_cap,
+                           8 * floor(floor(regs_per_sm / parts / ceil(blocks * warps_per_block / parts)) / 256)) END
                AS regs_now,
-           least(regs_per_thread_max,
-                 8 * floor(floor(regs_per_sm / parts / ceil((blocks + 1) * warps_per_block / parts)) / 256)) AS regs_next,
-           128 * floor(shared_mem_config_bytes / blocks / 128) - shared_mem_driver_bytes AS smem_now,
-           128 * floor(shared_mem_config_bytes / (blocks + 1) / 128) - shared_mem_driver_bytes AS smem_next,
+           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL
+                THEN least(regs_per_thread_cap,
+                           8 * floor(floor(regs_per_sm / parts / ceil((blocks + 1) * warps_per_block / parts)) / 256)) END
+               AS regs_next,
+           smem_unit * floor(smem_per_sm / blocks / smem_unit) - shared_mem_driver_bytes AS smem_now,
+           smem_unit * floor(smem_per_sm / (blocks + 1) / smem_unit) - shared_mem_driver_bytes AS smem_next,
            blocks + 1 <= blocks_cap AND theoretical_occupancy_pct < 100 AS reachable
     FROM w
-), wn AS (  -- the blocks per SM once each resource is within its next_* (registers come in steps of
-            -- 8 per thread, so one step down may fit several blocks more)
+), wn AS (  -- the blocks per SM once registers and shared memory are within their next_* (registers
+            -- come in steps of 8 per thread: one step down may fit several blocks more), and the
+            -- carveout those blocks' shared memory takes
     SELECT wf.*,
-           least(blocks_cap,
-                 CASE WHEN least(registers_per_thread, regs_next) > 0
-                      THEN floor(floor(regs_per_sm / parts / (256 * ceil(least(registers_per_thread, regs_next) / 8)))
-                                 * parts / warps_per_block) END,
-                 CASE WHEN least(smem, smem_next) + shared_mem_driver_bytes > 0
-                      THEN floor(shared_mem_config_bytes
-                                 / (128 * ceil((least(smem, smem_next) + shared_mem_driver_bytes) / 128))) END)
-               AS blocks_next
+           least(registers_per_thread, regs_next) AS regs_then,
+           smem_unit * ceil((least(smem, smem_next) + shared_mem_driver_bytes) / smem_unit) AS alloc_then
     FROM wf
+), wb AS (
+    SELECT wn.*,
+           least(blocks_cap,
+                 CASE WHEN regs_then > 0
+                      THEN floor(floor(regs_per_sm / parts / (256 * ceil(regs_then / 8))) * parts / warps_per_block) END,
+                 CASE WHEN alloc_then > 0 THEN floor(smem_per_sm / alloc_then) END) AS blocks_then,
+           nullif(concat_ws('; ',
+               CASE WHEN registers_per_thread > regs_next
+                    THEN 'registers ' || registers_per_thread::BIGINT || ' -> ' || regs_next::BIGINT END,
+               CASE WHEN smem > smem_next
+                    THEN format('shared memory {:,} -> {:,} B', smem::BIGINT, smem_next::BIGINT) END), '') AS shrink
+    FROM wn
+), wt AS (  -- (the carveout one block more takes: the driver picks it, or the kernel's preference)
+    SELECT wb.*,
+           blocks_then * alloc_then AS carveout_then,
+           coalesce(blocks IS NOT NULL AND theoretical_occupancy_pct IS NOT NULL AND registers_per_thread IS NOT NULL
+                    AND smem IS NOT NULL AND shared_mem_driver_bytes IS NOT NULL AND shared_mem_config_bytes IS NOT NULL
+                    AND regs_next IS NOT NULL AND smem_next IS NOT NULL, false) AS known
+    FROM wb
+), wk AS (
+    SELECT wt.*, known AND coalesce(reachable, false) AND regs_next >= 1 AND smem_next >= 0
+                 AND blocks_then > blocks AS ok_next
+    FROM wt
 ), checked AS (  -- read first: the error is raised before any row
     SELECT CASE
         WHEN count(*) = 0 THEN true
@@ -137,27 +165,28 @@ SELECT run_id, kernel_id, name, nvtx_range,
                              block_limit_barriers, theoretical_occupancy_pct) AS limiter,
        theoretical_warps_per_sm, theoretical_occupancy_pct, achieved_warps_per_sm, achieved_occupancy_pct,
        waves_per_sm,
-       blocks::BIGINT AS blocks_per_sm, regs_now::BIGINT AS registers_max,
-       greatest(smem_now, 0)::BIGINT AS shared_mem_max_bytes,
-       CASE WHEN reachable AND regs_next >= 1 AND smem_next >= 0
-            THEN 100 * blocks_next * warps_per_block / warps_per_sm END AS next_occupancy_pct,
-       CASE WHEN reachable AND regs_next >= 1 THEN regs_next::BIGINT END AS next_registers_max,
-       CASE WHEN reachable AND smem_next >= 0 THEN smem_next::BIGINT END AS next_shared_mem_max_bytes,
-       CASE WHEN theoretical_occupancy_pct IS NULL OR theoretical_occupancy_pct >= 100 OR blocks IS NULL
-                 OR regs_next IS NULL OR smem_next IS NULL OR shared_mem_static_bytes IS NULL
-                 OR shared_mem_dynamic_bytes IS NULL
-            THEN NULL  -- (at 100 %, or an input missing: missing_metrics names it)
+       blocks::BIGINT AS blocks_per_sm, regs_now::BIGINT AS registers_per_thread_max,
+       CASE WHEN smem_now >= 0 THEN smem_now::BIGINT END AS shared_mem_max_bytes,
+       CASE WHEN ok_next THEN 100 * blocks_then * warps_per_block / warps_per_sm END AS next_occupancy_pct,
+       CASE WHEN ok_next THEN regs_next::BIGINT END AS next_registers_per_thread_max,
+       CASE WHEN ok_next THEN smem_next::BIGINT END AS next_shared_mem_max_bytes,
+       CASE WHEN NOT known THEN NULL  -- (an input missing: missing_metrics names it)
+            WHEN theoretical_occupancy_pct >= 100 THEN NULL
             WHEN NOT reachable
             THEN 'none at ' || block_size::BIGINT || ' threads per block: the SM''s '
-                 || CASE WHEN blocks_cap = block_limit_warps THEN 'warps' WHEN blocks_cap = block_limit_blocks
-                         THEN 'block slots' ELSE 'barriers' END || ' allow ' || blocks_cap::BIGINT || ' blocks'
-            WHEN regs_next < 1 OR smem_next < 0 THEN 'none: one block more exceeds the SM''s '
-                 || CASE WHEN regs_next < 1 THEN 'registers' ELSE 'shared memory' END || ' at any use'
-            ELSE concat_ws('; ',
-                CASE WHEN registers_per_thread > regs_next
-                     THEN 'registers ' || registers_per_thread::BIGINT || ' -> ' || regs_next::BIGINT END,
-                CASE WHEN smem > smem_next
-                     THEN format('shared memory {:,} -> {:,} B', smem::BIGINT, smem_next::BIGINT) END)
+                 || CASE WHEN blocks_cap = block_limit_blocks THEN 'block slots allow ' || blocks_cap::BIGINT
+                             || ' blocks (larger blocks would hold more warps)'
+                         WHEN blocks_cap = block_limit_warps THEN 'warps allow ' || blocks_cap::BIGINT
+                             || ' blocks (a block size dividing ' || warps_per_sm::BIGINT * 32 || ' threads fills it)'
+                         ELSE 'barriers allow ' || blocks_cap::BIGINT || ' blocks' END
+            WHEN regs_next < 1 OR smem_next < 0
+            THEN 'none: one block more exceeds the SM''s ' || CASE WHEN regs_next < 1 THEN 'registers' ELSE 'shared memory' END
+                 || ' whatever the kernel uses'
+            WHEN ok_next
+            THEN nullif(concat_ws('; ', shrink,
+                     CASE WHEN carveout_then > shared_mem_config_bytes
+                          THEN format('a shared memory carveout of at least {:,} B (now {:,})', carveout_then::BIGINT,
+                                      shared_mem_config_bytes::BIGINT) END), '')
             END AS next_needs,
        nullif(concat_ws(', ',
            CASE WHEN registers_per_thread IS NULL THEN 'launch__registers_per_thread' END,
@@ -173,12 +202,13 @@ SELECT run_id, kernel_id, name, nvtx_range,
            CASE WHEN achieved_occupancy_pct IS NULL THEN 'sm__warps_active.avg.pct_of_peak_sustained_active' END,
            CASE WHEN waves_per_sm IS NULL THEN 'launch__waves_per_multiprocessor' END,
            CASE WHEN regs_per_sm IS NULL THEN 'device__attribute_max_registers_per_multiprocessor' END,
-           CASE WHEN regs_per_thread_max IS NULL THEN 'device__attribute_max_registers_per_thread' END,
+           CASE WHEN regs_per_thread_cap IS NULL THEN 'device__attribute_max_registers_per_thread' END,
            CASE WHEN warps_per_sm IS NULL THEN 'device__attribute_max_warps_per_multiprocessor' END,
-           CASE WHEN parts IS NULL THEN 'device__attribute_max_warps_per_scheduler' END,
+           CASE WHEN warps_per_scheduler IS NULL THEN 'device__attribute_max_warps_per_scheduler' END,
+           CASE WHEN smem_per_sm IS NULL THEN 'device__attribute_max_shared_memory_per_multiprocessor' END,
            CASE WHEN shared_mem_config_bytes IS NULL THEN 'launch__shared_mem_config_size' END
        ), '') AS missing_metrics
-FROM checked JOIN wn ON checked.ok
+FROM checked JOIN wk ON checked.ok
 WHERE workload = 'kernel'
 ORDER BY run_id, kernel_id
 LIMIT CASE WHEN $limit = 0 THEN NULL ELSE $limit END

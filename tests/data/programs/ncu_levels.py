@@ -2,15 +2,16 @@
 of the memory hierarchy in ncu's hierarchical roofline (L1, L2, DRAM) or by compute.
 
 Every kernel adds one value per element loaded (fp32, one FLOP per load), so the FLOP count is
-the loads' count and each kernel's place on the chart is set by where its loads are served from:
+the loads' count and each kernel's place on the chart is set by where its loads are served from;
+bound means the lowest of the three roofs at the kernel's intensities, not that it runs at it:
 
 * ``dram_kernel``: out = x + y over 2**26 elements (768 MB moved once): every byte from DRAM;
 * ``l2_kernel``: 16 reads of a 4 MB array per element, each read 65,537 elements further on, so
   that the lines a block reads are spread over the whole array: larger than any SM's L1, far
   smaller than L2; 16 times the bytes at L1 and L2 than at DRAM;
-* ``l1_kernel``: 64 reads per element of its block's own 8 KB window (each read shifted by 33
-  elements within it): after the first, the lines are in the SM's L1; 64 times the bytes at L1
-  than at L2;
+* ``l1_kernel``: 64 reads per element of an 8 KB window that two neighbouring blocks share (each
+  read shifted by 33 elements within it): after the first, the lines are in the SM's L1; about
+  32 times the bytes at L1 than at L2 (measured on an H100);
 * ``compute_kernel``: fp64, 512 dependent fused multiply-adds per element loaded: right of every
   ridge of FP64's ceiling.
 

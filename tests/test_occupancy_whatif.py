@@ -1,9 +1,10 @@
 """The occupancy query's what-if columns (what would raise a launch's occupancy) against NVIDIA's
 own occupancy calculator: the curve of ncu's Occupancy section "Impact of Varying Register Count
 Per Thread" (warps per SM at each register count, read from the committed real reports with
-``ncu_report``) and ncu's block limits. Its shared memory curve holds every other limit, and the
-launches whose shared memory binds are bound by their registers too, so it shows no shared memory
-step: the shared memory rule is checked against ncu's block limit at each launch's own carveout."""
+``ncu_report``) and ncu's block limits. The query counts shared memory against the SM's largest
+carveout, where ncu's shared memory curve holds the launch's own: the shared memory rule is checked
+against ncu's block limit and allocations at each launch's own carveout, and the query's values as
+the most that fit at the largest."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def curves(report: Path) -> dict[int, dict[int, float]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """name -> (the occupancy query's rows by kernel_id, each with ncu's shared memory allocated per
-    block, ncu's register curves by kernel_id)."""
+    block and the SM's largest carveout, ncu's register curves by kernel_id)."""
     d = tmp_path_factory.mktemp("occupancy")
     out = {}
     with tracekit.open(d / "s.duckdb") as tk:
@@ -60,21 +61,28 @@ def runs(tmp_path_factory):
             plain.write_bytes(lzma.decompress(path.read_bytes()))
             tk.ingest(plain, name=name)
             rows = {r["kernel_id"]: r for r in tk.query("occupancy", run=name).iter_rows(named=True)}
-            for kid, allocated in tk.sql("SELECT kernel_id, value FROM ncu_metrics WHERE metric = "
-                                         "'launch__shared_mem_per_block_allocated' AND run_id = (SELECT run_id FROM "
-                                         "runs WHERE name = ?)", params=[name]).iter_rows():
+            for kid, metric, value in tk.sql(
+                    "SELECT kernel_id, metric, value FROM ncu_metrics WHERE metric IN "
+                    "('launch__shared_mem_per_block_allocated', 'device__attribute_max_shared_memory_per_multiprocessor')"
+                    " AND run_id = (SELECT run_id FROM runs WHERE name = ?)", params=[name]).iter_rows():
                 if kid in rows:
-                    rows[kid]["allocated"] = allocated
+                    rows[kid]["allocated" if metric.startswith("launch") else "smem_per_sm"] = value
             out[name] = rows, curves(plain)
     return out
+
+
+def alloc(smem: int, row: dict) -> int:
+    """A block's shared memory as allocated: its static and dynamic bytes and the driver's, in
+    units of 128 bytes (compute capability 8.0 and later)."""
+    return 128 * math.ceil((smem + row["shared_mem_driver_bytes"]) / 128)
 
 
 def test_the_limits_kept_are_those_ncu_computes(runs):
     """registers_per_thread_max, the most registers a launch may use and keep its blocks per SM, is
     where ncu's register curve steps down: at it the SM holds the launch's warps, one register
     more, fewer. Shared memory is allocated in units of 128 bytes, and ncu's block limit is the
-    launch's carveout over that allocation: the rule shared_mem_max_bytes and
-    next_shared_mem_max_bytes apply at the SM's largest carveout."""
+    launch's carveout over that allocation: by that rule shared_mem_max_bytes is the most that
+    keeps the blocks at the SM's largest carveout."""
     checked = {"registers": 0, "shared_mem_limit": 0}
     for name, (rows, curve) in runs.items():
         for kid, row in rows.items():
@@ -89,8 +97,17 @@ def test_the_limits_kept_are_those_ncu_computes(runs):
             used = row["shared_mem_static_bytes"] + row["shared_mem_dynamic_bytes"] + row["shared_mem_driver_bytes"]
             assert row["allocated"] == 128 * math.ceil(used / 128), (name, kid)
             assert row["block_limit_shared_mem"] == row["shared_mem_config_bytes"] // row["allocated"], (name, kid)
-            # the launch's own use keeps its blocks (at the SM's largest carveout, if not its own)
+            # the launch's own use keeps its blocks; shared_mem_max_bytes is the most that does at the
+            # SM's largest carveout, 128 bytes more does not
+            n, top = row["blocks_per_sm"], row["smem_per_sm"]
             assert used - row["shared_mem_driver_bytes"] <= row["shared_mem_max_bytes"], (name, kid)
+            assert top // alloc(row["shared_mem_max_bytes"], row) >= n > top // alloc(row["shared_mem_max_bytes"] + 128,
+                                                                                       row), (name, kid)
+            # the driver picks the carveout a launch needs: none is held back by its shared memory alone
+            # below the largest
+            if row["shared_mem_config_bytes"] < top and row["block_limit_shared_mem"] == n:
+                assert n in (row["block_limit_registers"], row["block_limit_warps"], row["block_limit_blocks"],
+                             row["block_limit_barriers"]), (name, kid)
             checked["shared_mem_limit"] += 1
     assert checked["registers"] >= 60 and checked["shared_mem_limit"] >= 100, checked
 
@@ -119,6 +136,8 @@ def test_one_block_more_is_what_ncu_computes(runs):
             nr = row["next_registers_per_thread_max"]
             assert nr is not None and row["next_occupancy_pct"] > row["theoretical_occupancy_pct"], (name, kid)
             assert row["next_needs"], (name, kid)
+            ns, top = row["next_shared_mem_max_bytes"], row["smem_per_sm"]
+            assert top // alloc(ns, row) >= n + 1 > top // alloc(ns + 128, row), (name, kid)
             if min(caps, row["block_limit_shared_mem"]) >= n + 1:  # (the shared memory allows the step)
                 assert regs[nr] >= (n + 1) * w, (name, kid)
                 if nr < 255:
@@ -141,6 +160,18 @@ def test_the_hstu_attention_kernel_needs_half_its_registers_and_less_shared_memo
     assert (row["next_registers_per_thread_max"], row["next_shared_mem_max_bytes"], row["next_occupancy_pct"]) == (
         128, 115712, 25.0)
     assert row["next_needs"] == "registers 255 -> 128; shared memory 163,840 -> 115,712 B"
+
+
+def test_one_block_more_may_need_a_larger_carveout(runs):
+    """ncu_libs' flash attention kernel: 255 registers and 48 kB of shared memory a block at a
+    132 kB carveout, 2 blocks per SM; a third needs 168 registers and a carveout of 3 x 50,176
+    bytes, which the driver picks where the kernel asks for one."""
+    rows, _ = runs["libs"]
+    row = rows[2]
+    assert (row["registers_per_thread"], row["shared_mem_dynamic_bytes"], row["shared_mem_config_bytes"],
+            row["blocks_per_sm"]) == (255, 49152, 135168, 2)
+    assert row["next_needs"] == "registers 255 -> 168; a shared memory carveout of at least 150,528 B (now 135,168)"
+    assert row["next_occupancy_pct"] == 18.75
 
 
 def test_a_page_without_the_device_attributes_names_them(tmp_path):

@@ -405,9 +405,9 @@ NCU = (
             ("kernel_id", "name", "theoretical_occupancy_pct", "achieved_occupancy_pct", "limiter",
              "next_occupancy_pct", "next_needs", "registers_per_thread", "block_size", "grid_size", "waves_per_sm"),
             "Theoretical and achieved occupancy per launch; limiter: the per-SM block limit that binds "
-            "(none at 100 % theoretical occupancy, where no limit holds it back); next_needs: what must shrink "
-            "for one block more per SM, and next_occupancy_pct the occupancy then, as ncu's occupancy "
-            "calculator computes it."),
+            "(none at 100 % theoretical occupancy, where no limit holds it back); next_needs: what one block "
+            "more per SM needs (fewer registers, less shared memory, a larger carveout) or why none fits, and "
+            "next_occupancy_pct the occupancy then, by the rules of NVIDIA's occupancy calculator."),
     Section("speed-of-light", "Speed of light", "speed-of-light", {"limit": 0}, None,
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),

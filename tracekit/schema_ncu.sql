@@ -394,7 +394,7 @@ FROM d;
 -- precision; where the report lacks some precision's counters, which leaves that NULL, the one
 -- of most FLOP/s of those it has). level_precision, its FLOP/s and ceiling there, the arithmetic
 -- intensity at L1, L2 and DRAM, each level's roof % (ncu_level_roof), the level that bounds it
--- (limiter: ncu_level_limiter) and level_roof_pct against that lowest roof. A launch without FP
+-- (level_limiter: ncu_level_limiter) and level_roof_pct against that lowest roof. A launch without FP
 -- work and without a precision has FLOP/s 0 (no_fp_work). The view is read once for both.
 CREATE OR REPLACE MACRO ncu_hierarchical(run, asked) AS TABLE
 WITH v AS (  -- each precision's FLOP/s, in the order of the names below (a tensor one unknown
@@ -437,10 +437,10 @@ SELECT roofs.* EXCLUDE (roof1, roof2, roofd),
        level_flops_per_s / nullif(l1_bytes_per_s, 0) AS level_ai_l1,
        level_flops_per_s / nullif(l2_bytes_per_s, 0) AS level_ai_l2,
        level_flops_per_s / nullif(dram_bytes_per_s, 0) AS level_ai_dram,
-       100 * level_flops_per_s / nullif(roof1, 0) AS l1_roof_pct,
-       100 * level_flops_per_s / nullif(roof2, 0) AS l2_roof_pct,
-       100 * level_flops_per_s / nullif(roofd, 0) AS dram_roof_pct,
-       ncu_level_limiter(level_flops_per_s, level_peak_flops_per_s, roof1, roof2, roofd) AS limiter,
+       100 * level_flops_per_s / nullif(roof1, 0) AS level_l1_roof_pct,
+       100 * level_flops_per_s / nullif(roof2, 0) AS level_l2_roof_pct,
+       100 * level_flops_per_s / nullif(roofd, 0) AS level_dram_roof_pct,
+       ncu_level_limiter(level_flops_per_s, level_peak_flops_per_s, roof1, roof2, roofd) AS level_limiter,
        CASE WHEN roof1 IS NOT NULL AND roof2 IS NOT NULL AND roofd IS NOT NULL
             THEN 100 * level_flops_per_s / nullif(least(roof1, roof2, roofd), 0) END AS level_roof_pct
 FROM roofs;

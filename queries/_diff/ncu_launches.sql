@@ -27,7 +27,7 @@
 SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.elapsed_cycles, r.sm_frequency_hz, r.sm_throughput_pct, r.memory_throughput_pct,
        r.dram_throughput_pct, r.theoretical_occupancy_pct, r.achieved_occupancy_pct, r.registers_per_thread,
        r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound,
-       r.limiter,
+       r.level_limiter AS limiter,
        w.value AS warp_cycles_per_issue
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
 JOIN ncu_hierarchical(NULL, NULL) r ON r.run_id = s.run_id  -- (ncu_roofline's rows, with the hierarchical limiter)

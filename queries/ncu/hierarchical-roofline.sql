@@ -48,9 +48,11 @@
 WITH r AS MATERIALIZED (  -- the launch in the precision asked, else its dominant one (the store's ncu_hierarchical)
     SELECT * EXCLUDE (precision, flops_per_s, peak_flops_per_s, ai_l1, ai_l2, ai_dram, roof_pct, level_precision,
                       level_flops_per_s, level_peak_flops_per_s, level_ai_l1, level_ai_l2, level_ai_dram,
-                      level_roof_pct),
+                      level_l1_roof_pct, level_l2_roof_pct, level_dram_roof_pct, level_limiter, level_roof_pct),
            level_precision AS precision, level_flops_per_s AS flops_per_s, level_peak_flops_per_s AS peak_flops_per_s,
-           level_ai_l1 AS ai_l1, level_ai_l2 AS ai_l2, level_ai_dram AS ai_dram, level_roof_pct AS roof_pct
+           level_ai_l1 AS ai_l1, level_ai_l2 AS ai_l2, level_ai_dram AS ai_dram, level_l1_roof_pct AS l1_roof_pct,
+           level_l2_roof_pct AS l2_roof_pct, level_dram_roof_pct AS dram_roof_pct, level_limiter AS limiter,
+           level_roof_pct AS roof_pct
     FROM ncu_hierarchical($run, $precision)
     WHERE ($kernel IS NULL OR contains(lower(name), lower($kernel)))
       AND ncu_kernel_asked('hierarchical-roofline', $run, $kernel)

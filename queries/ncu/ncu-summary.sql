@@ -76,7 +76,7 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
                END AS limiter,
            r.sm_throughput_pct, r.memory_throughput_pct, r.dram_throughput_pct, h.l1_hit_rate_pct, h.l2_hit_rate_pct,
            r.dram_bytes, r.dram_bytes_per_s, r.flop, r.flops_per_s, r.ai_dram, r.precision, r.roof_pct, r.bound,
-           r.limiter AS roof_limiter,
+           r.level_limiter AS roof_limiter,
            100 * r.dram_bytes_per_s / nullif(r.peak_dram_bytes_per_s, 0) AS dram_roof_pct
     FROM ncu_hierarchical($run, NULL) r  -- (ncu_roofline's rows, with the hierarchical limiter)
     JOIN ncu_kernels k USING (run_id, kernel_id)

@@ -49,13 +49,13 @@
 -- @column achieved_warps_per_sm      achieved active warps per SM
 -- @column achieved_occupancy_pct     achieved occupancy, % of max warps per SM
 -- @column waves_per_sm               waves per SM
--- @column blocks_per_sm              blocks an SM holds at once (the smallest block limit)
+-- @column blocks_per_sm              blocks an SM holds at once (the smallest block limit; NULL where one is 0: the launch could not run so)
 -- @column registers_per_thread_max       most registers per thread that keep blocks_per_sm
 -- @column shared_mem_max_bytes           most shared memory per block (static + dynamic) that keeps blocks_per_sm, at the SM's largest carveout, bytes
 -- @column next_occupancy_pct             theoretical occupancy once registers and shared memory are within next_*, % (NULL: out of reach at this block size, or at 100 % now)
 -- @column next_registers_per_thread_max  most registers per thread for one block more per SM
 -- @column next_shared_mem_max_bytes      most shared memory per block (static + dynamic) for one block more per SM, bytes
--- @column next_needs                     what one block more per SM needs (registers 40 -> 32; shared memory 163,840 -> 115,712 B; a larger carveout), or why none fits
+-- @column next_needs                     what one block more per SM needs (registers 40 -> 32; shared memory 163,840 -> 115,712 B; a larger carveout: the driver's pick where the kernel sets no carveout preference), or why none fits
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, next_occupancy_pct, next_needs, name
 -- @requires ncu_kernels, ncu_metrics
@@ -89,11 +89,11 @@ WITH m AS MATERIALIZED (
 ), wf AS (  -- the most of each resource for blocks and for blocks + 1 per SM
     SELECT w.*,
            -- (least() skips a NULL: the cap alone would read as the answer)
-           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL
+           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND regs_per_thread_cap IS NOT NULL
                 THEN least(regs_per_thread_cap,
                            8 * floor(floor(regs_per_sm / parts / ceil(blocks * warps_per_block / parts)) / 256)) END
                AS regs_now,
-           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL
+           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND regs_per_thread_cap IS NOT NULL
                 THEN least(regs_per_thread_cap,
                            8 * floor(floor(regs_per_sm / parts / ceil((blocks + 1) * warps_per_block / parts)) / 256)) END
                AS regs_next,
@@ -120,16 +120,15 @@ WITH m AS MATERIALIZED (
                CASE WHEN smem > smem_next
                     THEN format('shared memory {:,} -> {:,} B', smem::BIGINT, smem_next::BIGINT) END), '') AS shrink
     FROM wn
-), wt AS (  -- (the carveout one block more takes: the driver picks it, or the kernel's preference)
+), wt AS (  -- (the carveout one block more takes: the driver picks it, unless the kernel's preference keeps it lower)
     SELECT wb.*,
-           blocks_then * alloc_then AS carveout_then,
+           (blocks + 1) * alloc_then AS carveout_then,
            coalesce(blocks IS NOT NULL AND theoretical_occupancy_pct IS NOT NULL AND registers_per_thread IS NOT NULL
                     AND smem IS NOT NULL AND shared_mem_driver_bytes IS NOT NULL AND shared_mem_config_bytes IS NOT NULL
                     AND regs_next IS NOT NULL AND smem_next IS NOT NULL, false) AS known
     FROM wb
 ), wk AS (
-    SELECT wt.*, known AND coalesce(reachable, false) AND regs_next >= 1 AND smem_next >= 0
-                 AND blocks_then > blocks AS ok_next
+    SELECT wt.*, known AND coalesce(reachable, false) AND regs_next >= 1 AND smem_next >= 0 AS ok_next
     FROM wt
 ), checked AS (  -- read first: the error is raised before any row
     SELECT CASE
@@ -174,11 +173,12 @@ SELECT run_id, kernel_id, name, nvtx_range,
             WHEN theoretical_occupancy_pct >= 100 THEN NULL
             WHEN NOT reachable
             THEN 'none at ' || block_size::BIGINT || ' threads per block: the SM''s '
-                 || CASE WHEN blocks_cap = block_limit_blocks THEN 'block slots allow ' || blocks_cap::BIGINT
-                             || ' blocks (larger blocks would hold more warps)'
-                         WHEN blocks_cap = block_limit_warps THEN 'warps allow ' || blocks_cap::BIGINT
-                             || ' blocks (a block size dividing ' || warps_per_sm::BIGINT * 32 || ' threads fills it)'
-                         ELSE 'barriers allow ' || blocks_cap::BIGINT || ' blocks' END
+                 || CASE WHEN blocks_cap = block_limit_blocks THEN 'block slots allow '
+                         WHEN blocks_cap = block_limit_warps THEN 'warps allow ' ELSE 'barriers allow ' END
+                 || blocks_cap::BIGINT || CASE WHEN blocks_cap = 1 THEN ' block' ELSE ' blocks' END
+                 || CASE WHEN blocks_cap = block_limit_blocks THEN ' (larger blocks would hold more warps)'
+                         WHEN blocks_cap = block_limit_warps
+                         THEN ' (a block size dividing ' || warps_per_sm::BIGINT * 32 || ' threads fills it)' ELSE '' END
             WHEN regs_next < 1 OR smem_next < 0
             THEN 'none: one block more exceeds the SM''s ' || CASE WHEN regs_next < 1 THEN 'registers' ELSE 'shared memory' END
                  || ' whatever the kernel uses'

@@ -649,8 +649,8 @@ OCCUPANCY_STEP = 34
 
 def occupancy(df: pl.DataFrame) -> alt.LayerChart:
     """Theoretical vs achieved occupancy per launch, with the binding block limit and, as a tick
-    on the theoretical bar, the occupancy one block more per SM would give (its tooltip: what
-    must shrink for it)."""
+    on the theoretical bar, the occupancy one block more per SM would give (its tooltip: what it
+    needs)."""
     _need(
         df,
         "occupancy",

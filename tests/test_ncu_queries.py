@@ -463,8 +463,8 @@ def test_hierarchical_roofline_equals_section_formulas(tk, recomputed):
 
 def test_hierarchical_roofline_names_the_level_each_kernel_was_built_to_be_bound_by(levels, recomputed):
     """ncu_levels (programs/ncu_levels.py, an H100): four kernels built so that their loads are
-    served by DRAM, by L2 (a 4 MB array read 16 times, spread over it), by L1 (each block's own
-    8 KB window read 64 times) and an FP64 FMA chain. Each is limited by the level it was built
+    served by DRAM, by L2 (a 4 MB array read 16 times, spread over it), by L1 (an 8 KB window two
+    blocks share, read 64 times) and an FP64 FMA chain. Each is limited by the level it was built
     for, its numbers those of ncu's section formulas from the raw metrics; the DRAM roofline calls
     the first three memory-bound alike, and places the L1-bound one far below its DRAM roof. The
     raw CSV page gives the same levels."""

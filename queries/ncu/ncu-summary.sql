@@ -81,7 +81,7 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
     FROM ncu_hierarchical($run, NULL) r  -- (ncu_roofline's rows, with the hierarchical limiter)
     JOIN ncu_kernels k USING (run_id, kernel_id)
     LEFT JOIN hit h USING (run_id, kernel_id)
-    WHERE ($run IS NULL OR r.run_id = $run) AND ($kernel IS NULL OR contains(lower(r.name), lower($kernel)))
+    WHERE ($kernel IS NULL OR contains(lower(r.name), lower($kernel)))
       AND ncu_kernel_asked('ncu-summary', $run, $kernel)
 )
 SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launches,

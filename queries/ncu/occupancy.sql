@@ -88,17 +88,10 @@ WITH m AS MATERIALIZED (
     FROM m LEFT JOIN dev USING (run_id, kernel_id)
 ), wf AS (  -- the most of each resource for blocks and for blocks + 1 per SM
     SELECT w.*,
-           -- (least() skips a NULL: the cap alone would read as the answer)
-           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND regs_per_thread_cap IS NOT NULL
-                THEN least(regs_per_thread_cap,
-                           8 * floor(floor(regs_per_sm / parts / ceil(blocks * warps_per_block / parts)) / 256)) END
-               AS regs_now,
-           CASE WHEN blocks IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND regs_per_thread_cap IS NOT NULL
-                THEN least(regs_per_thread_cap,
-                           8 * floor(floor(regs_per_sm / parts / ceil((blocks + 1) * warps_per_block / parts)) / 256)) END
-               AS regs_next,
-           smem_unit * floor(smem_per_sm / blocks / smem_unit) - shared_mem_driver_bytes AS smem_now,
-           smem_unit * floor(smem_per_sm / (blocks + 1) / smem_unit) - shared_mem_driver_bytes AS smem_next,
+           occupancy_registers_for(blocks, warps_per_block, regs_per_sm, parts, regs_per_thread_cap) AS regs_now,
+           occupancy_registers_for(blocks + 1, warps_per_block, regs_per_sm, parts, regs_per_thread_cap) AS regs_next,
+           occupancy_shared_mem_for(blocks, smem_per_sm, smem_unit, shared_mem_driver_bytes) AS smem_now,
+           occupancy_shared_mem_for(blocks + 1, smem_per_sm, smem_unit, shared_mem_driver_bytes) AS smem_next,
            blocks + 1 <= blocks_cap AND theoretical_occupancy_pct < 100 AS reachable
     FROM w
 ), wn AS (  -- the blocks per SM once registers and shared memory are within their next_* (registers
@@ -111,8 +104,7 @@ WITH m AS MATERIALIZED (
 ), wb AS (
     SELECT wn.*,
            least(blocks_cap,
-                 CASE WHEN regs_then > 0
-                      THEN floor(floor(regs_per_sm / parts / (256 * ceil(regs_then / 8))) * parts / warps_per_block) END,
+                 occupancy_blocks_at_registers(regs_then, warps_per_block, regs_per_sm, parts),
                  CASE WHEN alloc_then > 0 THEN floor(smem_per_sm / alloc_then) END) AS blocks_then,
            nullif(concat_ws('; ',
                CASE WHEN registers_per_thread > regs_next

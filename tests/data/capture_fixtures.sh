@@ -48,6 +48,9 @@
 #                   and per kernel, --print-summary per-kernel: details_summary.csv)
 #                   levels (--set full: four Triton kernels, each bound by another level of ncu's hierarchical
 #                   roofline: L1, L2, DRAM, and FP64 compute; programs/ncu_levels.py)
+#                   occupancy_a occupancy_b (--set full: a Triton GEMM and an elementwise kernel, then tuned
+#                   so that another limit binds their occupancy: 4 pipeline stages instead of 2, 64 elements
+#                   per thread instead of 8; programs/ncu_occupancy.py)
 #                   (empty for none)
 #   RANKS           processes of the nsys_ranks job (default: none; the fixture has 4);
 #                   rank r runs on GPU r % (the machine's GPU count)
@@ -118,6 +121,8 @@
 # (details.csv.xz, details_all.csv.xz and details_summary.csv.xz; its report is 1.9 MB compressed).
 # ncu_levels was taken on 2026-12-06 (ncu 2025.3.1, an H100 80GB HBM3): its report, raw and details pages are
 # committed (not raw_default_units, details_labels or the Source pages).
+# ncu_occupancy_a and _b were taken on 2026-12-06 (ncu 2025.3.1, an H100 80GB HBM3, one lease, b in a second call
+# minutes after a): the same files are committed.
 # nsys_cpu_only and nsys_cpu_only_more (programs/nsys_cpu_only.c, no CUDA, `-t nvtx,osrt`) were taken on 2026-11-29
 # (nsys 2025.3.1, H200), nsys_cpu_only_again (the same program again: noise) and nsys_cpu_only_slow (host
 # regressions planted) and nsys_diff_base_c (nsys_diff_base_a/_b again, unchanged) later that day.
@@ -471,6 +476,7 @@ ncu_options() {
     multiproc) echo "--target-processes all --nvtx --nvtx-include mp/ --set full" ;;
     libs) echo "--nvtx --nvtx-include lib/ --set full" ;;
     levels) echo "--nvtx --nvtx-include levels/ --set full" ;;
+    occupancy_*) echo "--nvtx --nvtx-include occ/ --set full" ;;
     triton_detailed) echo "--set detailed" ;;
   esac
 }
@@ -495,6 +501,7 @@ ncu_cmdline() {
     multiproc) echo "python3 $here/programs/ncu_multiproc.py" ;;
     libs) echo "python3 $here/programs/ncu_libs.py" ;;
     levels) echo "python3 $here/programs/ncu_levels.py" ;;
+    occupancy_*) echo "python3 $here/programs/ncu_occupancy.py ${1#occupancy_}" ;;
     triton_detailed) echo "python3 $here/programs/ncu_triton_autotune.py" ;;
   esac
 }

@@ -60,35 +60,6 @@ CREATE OR REPLACE TEMP MACRO ncu_kernel_asked(query, run, kernel) AS
                                || 'lists them)') END
         FROM ncu_kernels WHERE (run IS NULL OR run_id = run) AND contains(lower(name), lower(kernel)));
 
--- A launch's occupancy limiter, as the occupancy query and ncu-summary name it: the
--- smallest of its per-SM block limits (ties joined by ', ' in ncu's order blocks, registers,
--- shared_mem, warps; then barriers). A limit the report lacks (NULL) does not bind: the
--- smallest of those it has (least skips NULLs), NULL when it has none. At 100 % theoretical
--- occupancy no limit holds the SM below its maximum warps (the smallest limits only tie at
--- it): 'none', as ncu, whose TheoreticalOccupancy rule names limiters only below 100 %.
-CREATE OR REPLACE TEMP MACRO ncu_occupancy_limiter(blocks, registers, shared_mem, warps, barriers, theoretical_pct) AS
-    CASE WHEN theoretical_pct >= 100 THEN 'none' ELSE nullif(concat_ws(', ',
-        CASE WHEN blocks = least(blocks, registers, shared_mem, warps, barriers) THEN 'blocks' END,
-        CASE WHEN registers = least(blocks, registers, shared_mem, warps, barriers) THEN 'registers' END,
-        CASE WHEN shared_mem = least(blocks, registers, shared_mem, warps, barriers) THEN 'shared_mem' END,
-        CASE WHEN warps = least(blocks, registers, shared_mem, warps, barriers) THEN 'warps' END,
-        CASE WHEN barriers = least(blocks, registers, shared_mem, warps, barriers) THEN 'barriers' END
-    ), '') END;
-
--- The occupancy calculator's rules (cuda_occupancy.h), the occupancy query's what-if: the most
--- registers per thread at which an SM holds n blocks of w warps (registers come per warp in units
--- of 256, 8 per thread, from each of its `parts` sub-partitions; at most `cap`), NULL where an
--- input is (least() would skip it and give the cap); the blocks it holds at r registers per
--- thread; and the most shared memory per block (its driver-reserved part taken off) at which it
--- holds n blocks of a carveout of smem bytes, allocated in units of `unit` bytes.
-CREATE OR REPLACE TEMP MACRO occupancy_registers_for(n, w, regs_per_sm, parts, cap) AS
-    CASE WHEN n IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND cap IS NOT NULL
-         THEN least(cap, 8 * floor(floor(regs_per_sm / parts / ceil(n * w / parts)) / 256)) END;
-CREATE OR REPLACE TEMP MACRO occupancy_blocks_at_registers(r, w, regs_per_sm, parts) AS
-    CASE WHEN r > 0 THEN floor(floor(regs_per_sm / parts / (256 * ceil(r / 8))) * parts / w) END;
-CREATE OR REPLACE TEMP MACRO occupancy_shared_mem_for(n, smem, unit, driver) AS
-    unit * floor(smem / n / unit) - driver;
-
 -- The value most of a list's elements have, ties to the one that comes first (NULLs
 -- ignored; NULL when all are): a kernel's launch setting over its launches (ncu-summary),
 -- deterministic where DuckDB's mode() is not.

@@ -27,13 +27,17 @@ REPORTS = {
     "diff_b": DATA / "ncu_diff_b" / "report.ncu-rep.xz",
     "levels": DATA / "ncu_levels" / "report.ncu-rep.xz",
     "app_replay": DATA / "ncu_app_replay" / "report.ncu-rep.xz",
+    "occupancy_a": DATA / "ncu_occupancy_a" / "report.ncu-rep.xz",  # (a Triton GEMM: registers bind;
+    "occupancy_b": DATA / "ncu_occupancy_b" / "report.ncu-rep.xz",  # in 4 stages: shared memory binds)
     **{p.name.split("-ncu-")[1]: p / "ncu.ncu-rep.xz" for p in sorted(SWEEP.iterdir())},
 }
 
 
-def curves(report: Path) -> dict[int, dict[int, float]]:
+def curves(report: Path, metric: str = "launch__occupancy_per_register_count") -> dict[int, dict[int, float]]:
     """kernel_id -> {registers per thread: warps per SM}, the curve of ncu's Occupancy section
-    ("Impact of Varying Register Count Per Thread") of each kernel launch."""
+    ("Impact of Varying Register Count Per Thread") of each kernel launch; with
+    ``launch__occupancy_per_shared_mem_size``, {shared memory per block, the driver's part
+    included: warps per SM} ("Impact of Varying Shared Memory Usage Per Block")."""
     import ncu_report
 
     ctx = ncu_report.load_report(str(report))
@@ -41,7 +45,7 @@ def curves(report: Path) -> dict[int, dict[int, float]]:
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for i in range(rng.num_actions()):
-            m = rng.action_by_idx(i).metric_by_name("launch__occupancy_per_register_count")
+            m = rng.action_by_idx(i).metric_by_name(metric)
             if m is not None and m.num_instances():
                 ids = m.correlation_ids()
                 out[kid] = {ids.as_uint64(j): m.as_double(j) for j in range(m.num_instances())}
@@ -160,6 +164,28 @@ def test_the_hstu_attention_kernel_needs_half_its_registers_and_less_shared_memo
     assert (row["next_registers_per_thread_max"], row["next_shared_mem_max_bytes"], row["next_occupancy_pct"]) == (
         128, 115712, 25.0)
     assert row["next_needs"] == "registers 255 -> 128; shared memory 163,840 -> 115,712 B"
+
+
+def test_a_gemm_held_by_its_shared_memory_needs_what_ncus_curve_says(runs, tmp_path):
+    """ncu_occupancy_b's Triton GEMM pipelines 4 stages of its tiles: 128 kB of shared memory a
+    block at the SM's largest carveout (228 kB), one block of 4 warps per SM, where registers
+    (208) allow two. Two blocks need at most 115,712 bytes each: on ncu's own shared memory curve
+    (the driver's 1 kB included) that is the last size at which the SM holds 8 warps."""
+    rows, _ = runs["occupancy_b"]
+    plain = tmp_path / "b.ncu-rep"
+    plain.write_bytes(lzma.decompress(REPORTS["occupancy_b"].read_bytes()))
+    smem = curves(plain, "launch__occupancy_per_shared_mem_size")
+    gemms = [r for r in rows.values() if r["name"] == "matmul_kernel"]
+    assert len(gemms) == 2
+    for row in gemms:
+        assert (row["limiter"], row["blocks_per_sm"], row["block_limit_registers"]) == ("shared_mem", 1, 2)
+        assert row["shared_mem_config_bytes"] == row["smem_per_sm"] == 233472
+        assert row["next_needs"] == "shared memory 131,072 -> 115,712 B"
+        assert row["next_occupancy_pct"] == 12.5
+        curve = smem[row["kernel_id"]]
+        at = row["next_shared_mem_max_bytes"] + row["shared_mem_driver_bytes"]
+        assert curve[at] == 8 and curve[min(k for k in curve if k > at)] == 4
+        assert curve[row["shared_mem_dynamic_bytes"] + row["shared_mem_driver_bytes"]] == 4
 
 
 def test_one_block_more_may_need_a_larger_carveout(runs):

@@ -75,7 +75,7 @@ def test_ncu_runs_against_a_base_compared_drawn_then_each_run(store, tmp_path):
     assert sections[2] == "r2-roofline" and "r3-roofline" in sections
     assert sections.index("r3-roofline") > max(i for i, s in enumerate(sections) if s.startswith("r2-"))
     assert "<dt>compared with</dt><dd>shapes_a (tracekit compare shapes_a 2 3)</dd>" in text
-    assert "shapes_a_again: 27 unchanged, 2 not judged; shapes_slow: " in text
+    assert "shapes_a_again: 28 unchanged, 2 not judged; shapes_slow: " in text
     cells = _cells(text)
     runs = ["shapes_a_again", "shapes_slow"]
     shown = dict(zip(zip(df["scope"], df["key"], df["metric"], df["run"], strict=True), shown_verdicts(df),

@@ -9,7 +9,7 @@ itself), ``memory`` (GPU memory, nsys --cuda-memory-usage: per device and kind o
 peak_bytes, live_at_end_bytes, allocations and allocated_bytes, per NVTX path and kind allocations,
 allocated_bytes and unfreed_bytes), ``ncu`` (per profiled kernel: the median launch's duration,
 the launches' summed duration and count, elapsed cycles, SM clock, throughputs, occupancy,
-launch configuration, roofline, warp cycles per issued instruction and the stall reasons of
+launch configuration and shared memory per block, roofline, warp cycles per issued instruction and the stall reasons of
 0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
 requests' latency median and p95, of two sweeps point by point, or of runs with timed
 requests outside a sweep, such as two ``tracekit capture`` runs: a run is its one point, as
@@ -164,10 +164,14 @@ against the base).
   SM clock (``sm_frequency_hz``) that moved the other way by at least half as much (in log
   terms) is the clock's, not the code's: it is held ("moved with the SM clock"), with the
   rates that moved its way (``_with_the_clock``; tests/data/ncu_clocks_random/_zeros: one GEMM
-  on zeros 12 % shorter at 14 % more MHz); registers, block
+  on zeros 12 % shorter at 14 % more MHz); registers, shared memory per block, block
   and grid size, waves per SM, theoretical occupancy (which follows from them), the number of
   launches profiled and arithmetic intensity describe the launch and have no
-  better/worse direction: they are reported, never regressed. So are the warp states
+  better/worse direction: they are reported, never regressed. A theoretical occupancy that
+  moved says why: the block limit that binds it where that changed, and where it fell, what
+  one block more per SM needs (query occupancy's limiter and next_needs; tests/data/
+  ncu_occupancy_a/_b: a GEMM's 4 pipeline stages instead of 2 give shared_mem instead of
+  registers, an elementwise kernel's 64 elements per thread instead of 8 registers instead of none). So are the warp states
   (cycles per issued instruction, in total and per stall reason): they say where a
   warp's time goes, not how long the launch takes (tests/data/ncu_diff_a/_b: the stalls
   halve at half the occupancy while the duration stays within 0.1 %).
@@ -1226,6 +1230,7 @@ NCU_METRICS = [
     ("theoretical_occupancy_pct", "theoretical_occupancy_pct", 0),  # (follows from the launch settings)
     ("achieved_occupancy_pct", "achieved_occupancy_pct", -1),
     ("registers_per_thread", "registers_per_thread", 0),
+    ("shared_mem_per_block_bytes", "shared_mem_per_block_bytes", 0),  # (static + dynamic: what the kernel asks for)
     ("block_size", "block_size", 0),
     ("grid_size", "grid_size", 0),
     ("waves_per_sm", "waves_per_sm", 0),
@@ -1235,7 +1240,8 @@ NCU_METRICS = [
     ("warp_cycles_per_issue", "warp_cycles_per_issue", 0),
 ]
 #: metrics that describe the launch (exact in every replay); the others are measured
-NCU_EXACT = {"theoretical_occupancy_pct", "registers_per_thread", "block_size", "grid_size", "waves_per_sm"}
+NCU_EXACT = {"theoretical_occupancy_pct", "registers_per_thread", "shared_mem_per_block_bytes", "block_size", "grid_size",
+             "waves_per_sm"}
 #: the launches' time: judged on its own; a measured rate (throughput, occupancy, FLOP/s, %
 #: of roof) is judged only with it (the time moved, the rate moved the same way: it says why)
 NCU_TIME = ("duration_ns", "launch_total_ns")
@@ -1494,6 +1500,22 @@ def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[b
     return True, ""
 
 
+def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
+    """Why a key's theoretical occupancy moved (query occupancy's columns of its launches): the
+    block limit that binds it on each side where that changed (``limiter: registers ->
+    shared_mem``), and where it fell, what one block more per SM needs in the new launches
+    (next_needs), where they all need the same."""
+    said = []
+    ob = sorted({x["occupancy_limiter"] for x in lb_ if x.get("occupancy_limiter")})
+    on = sorted({x["occupancy_limiter"] for x in ln_ if x.get("occupancy_limiter")})
+    if ob and on and ob != on:
+        said.append(f"limiter: {'/'.join(ob)} -> {'/'.join(on)}")
+    needs = {x.get("next_needs") for x in ln_}
+    if fell and len(needs) == 1 and (need := needs.pop()):
+        said.append(f"one block more per SM: {need.replace('; ', ', ')}")
+    return _join(*said)
+
+
 def ncu_pairs(gb: dict[tuple, list], gn: dict[tuple, list]) -> list[tuple[str, tuple | None, tuple | None, str]]:
     """The ncu scope's keys: (key, base group, new group, how they were matched) for the
     launches of two reports grouped by (kernel name, NVTX path) (``_ncu_groups``; each
@@ -1658,6 +1680,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                     # a rate up while the launch got slower (or down while faster): the launch's
                     # work changed; the rate says how busy it kept the GPU, not that it got better
                     verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
+            if metric == "theoretical_occupancy_pct" and b != n:
+                note = _join(note, _occupancy_moved(lb_, ln_, n < b))
             if metric == "roof_pct":
                 bb = sorted({x["bound"] for x in lb_ if x["bound"]})
                 bn = sorted({x["bound"] for x in ln_ if x["bound"]})

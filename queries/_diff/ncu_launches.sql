@@ -15,6 +15,9 @@
 -- @column theoretical_occupancy_pct  Theoretical Occupancy, %
 -- @column achieved_occupancy_pct     Achieved Occupancy, %
 -- @column registers_per_thread       Registers Per Thread
+-- @column shared_mem_per_block_bytes shared memory per block the kernel asks for (static + dynamic; Shared Memory Configuration), bytes
+-- @column occupancy_limiter          the block limit that binds the theoretical occupancy (query occupancy's limiter)
+-- @column next_needs                 what one block more per SM needs (query occupancy's)
 -- @column block_size                 Block Size, threads
 -- @column grid_size                  Grid Size, blocks
 -- @column waves_per_sm               Waves Per SM
@@ -28,9 +31,13 @@ SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.elapsed_cycles
        r.dram_throughput_pct, r.theoretical_occupancy_pct, r.achieved_occupancy_pct, r.registers_per_thread,
        r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound,
        r.level_limiter AS limiter,
+       o.shared_mem_static_bytes + o.shared_mem_dynamic_bytes AS shared_mem_per_block_bytes,
+       o.limiter AS occupancy_limiter, o.next_needs,
        w.value AS warp_cycles_per_issue
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
 JOIN ncu_hierarchical(NULL, NULL) r ON r.run_id = s.run_id  -- (ncu_roofline's rows, with the hierarchical limiter)
+LEFT JOIN (SELECT * FROM ncu_occupancy(NULL) WHERE run_id IN ($base, $new)) o  -- (the filter reaches its metrics)
+       ON o.run_id = r.run_id AND o.kernel_id = r.kernel_id
 LEFT JOIN ncu_metrics w ON w.run_id = r.run_id AND w.kernel_id = r.kernel_id
                        AND w.metric = 'smsp__average_warp_latency_per_inst_issued.ratio'
 WHERE r.run_id IN ($base, $new)

@@ -1,0 +1,111 @@
+"""diff's ncu scope where a tuning change moved a kernel's theoretical occupancy through another
+limit: tests/data/ncu_occupancy_a/_b, real reports of one H100 (programs/ncu_occupancy.py). A
+Triton GEMM pipelined in 4 stages instead of 2 (twice the shared memory a block), and an
+elementwise kernel given 64 elements per thread instead of 8 (more registers). The diff shows the
+shared memory per block, names the limit that binds on each side as ncu's TheoreticalOccupancy
+rule does, and where the occupancy fell, what one block more per SM needs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import lzma
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import tracekit
+from tracekit.cli import main as cli_main
+
+DATA = Path(__file__).parent / "data"
+A, B = (DATA / f"ncu_occupancy_{v}" / "report.ncu-rep.xz" for v in "ab")
+#: the limit ncu's TheoreticalOccupancy rule names ("... is limited by the number of required
+#: registers") as the occupancy query names it
+RULE_LIMITS = {"number of required registers": "registers", "required amount of shared memory": "shared_mem",
+               "number of warps within each block": "warps", "number of blocks that can fit on the SM": "blocks"}
+
+
+def details(variant: str) -> dict[str, dict]:
+    """Kernel name -> what ncu's details page says of its first launch: its metrics by name, and
+    the limit its TheoreticalOccupancy rule names ('none' without the rule: not limited)."""
+    text = lzma.decompress((DATA / f"ncu_occupancy_{variant}" / "details.csv.xz").read_bytes()).decode()
+    out: dict[str, dict] = {}
+    for r in csv.DictReader(io.StringIO(text)):
+        k = out.setdefault(r["Kernel Name"], {"id": r["ID"], "limit": "none"})
+        if r["ID"] != k["id"]:
+            continue
+        if r["Metric Name"].startswith(("launch__shared_mem", "sm__maximum_warps")):
+            k[r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
+        if r["Rule Name"] == "TheoreticalOccupancy":
+            said = re.search(r"is limited by the (.+?)\.", r["Rule Description"]).group(1)
+            k["limit"] = RULE_LIMITS[said]
+    return out
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """The diff of b against a, and of a against b, by (kernel, metric)."""
+    with tracekit.open(tmp_path_factory.mktemp("occ") / "s.duckdb") as tk:
+        tk.ingest(A, name="occ_a")
+        tk.ingest(B, name="occ_b")
+        return [{(r["key"].split(" @ ")[0], r["metric"]): r for r in tk.diff(base, new).iter_rows(named=True)}
+                for base, new in (("occ_a", "occ_b"), ("occ_b", "occ_a"))]
+
+
+def test_the_shared_memory_per_block_is_ncus(both):
+    """shared_mem_per_block_bytes is ncu's static + dynamic shared memory per block of each side:
+    the GEMM's doubled (65,536 -> 131,072 B), a launch setting shown, not judged."""
+    fwd, _ = both
+    a, b = details("a"), details("b")
+    for kernel in ("matmul_kernel", "poly_kernel"):
+        row = fwd[(kernel, "shared_mem_per_block_bytes")]
+        want = [d[kernel]["launch__shared_mem_per_block_static"] + d[kernel]["launch__shared_mem_per_block_dynamic"]
+                for d in (a, b)]
+        assert [row["base"], row["new"]] == want, kernel
+    gemm = fwd[("matmul_kernel", "shared_mem_per_block_bytes")]
+    assert (gemm["base"], gemm["new"], gemm["verdict"]) == (65536, 131072, "unchanged")
+    assert gemm["note"].endswith("a launch setting with no better/worse direction: not judged")
+    assert fwd[("poly_kernel", "shared_mem_per_block_bytes")]["note"].endswith("identical")
+
+
+def test_a_fallen_occupancy_says_which_limit_binds_and_what_one_block_more_needs(both):
+    """The GEMM: registers bound its 12.5 % before, its shared memory binds 6.25 % after, and a
+    second block per SM needs 115,712 B of it (test_occupancy_whatif checks that number against
+    ncu's own curve); the elementwise kernel: 100 % (no limit) before, its registers bind 31.25 %
+    after, and a sixth block needs 80 of its 86. Each side's limit is the one ncu's
+    TheoreticalOccupancy rule names."""
+    fwd, _ = both
+    a, b = details("a"), details("b")
+    gemm, poly = fwd[("matmul_kernel", "theoretical_occupancy_pct")], fwd[("poly_kernel", "theoretical_occupancy_pct")]
+    assert (gemm["base"], gemm["new"], poly["base"], poly["new"]) == (12.5, 6.25, 100.0, 31.25)
+    for kernel, row in (("matmul_kernel", gemm), ("poly_kernel", poly)):
+        assert row["base"] == a[kernel]["sm__maximum_warps_per_active_cycle_pct"]
+        assert row["new"] == pytest.approx(b[kernel]["sm__maximum_warps_per_active_cycle_pct"], abs=0.05)
+        assert f"limiter: {a[kernel]['limit']} -> {b[kernel]['limit']}" in row["note"], row["note"]
+        assert row["verdict"] == "unchanged" and "a launch setting with no better/worse direction" in row["note"]
+    assert gemm["note"].endswith("limiter: registers -> shared_mem; one block more per SM: shared memory "
+                                 "131,072 -> 115,712 B")
+    assert poly["note"].endswith("limiter: none -> registers; one block more per SM: registers 86 -> 80")
+
+
+def test_a_risen_occupancy_names_the_limits_alone(both):
+    """The other way round the occupancy rose: the limits are named, and no block more is asked
+    for (the base's launches had it)."""
+    _, back = both
+    gemm, poly = back[("matmul_kernel", "theoretical_occupancy_pct")], back[("poly_kernel", "theoretical_occupancy_pct")]
+    assert gemm["note"].endswith("limiter: shared_mem -> registers")
+    assert poly["note"].endswith("limiter: registers -> none")
+    assert "one block more" not in gemm["note"] + poly["note"]
+
+
+def test_the_table_shows_why(tmp_path, capsys):
+    """`tracekit diff A B` on the two report files: the table's occupancy rows carry the limits and
+    the shared memory row, and nothing is judged on the launch settings."""
+    assert cli_main(["--db", str(tmp_path / "t.duckdb"), "diff", str(A), str(B), "--by", "ncu", "-f", "csv"]) == 0
+    df = pl.read_csv(io.StringIO(capsys.readouterr().out))
+    rows = df.filter(pl.col("metric").is_in(["theoretical_occupancy_pct", "shared_mem_per_block_bytes"]))
+    assert rows.height == 4
+    assert set(rows["verdict"]) == {"unchanged"}
+    assert rows.filter(pl.col("metric") == "theoretical_occupancy_pct")["note"].str.contains("limiter: ").all()

@@ -282,6 +282,15 @@ CREATE OR REPLACE MACRO ncu_in_precision(prec, tensor_srcs, fp64, fp32, fp16, bf
               WHEN 'tensor_fp16' THEN tfp16 WHEN 'tensor_tf32' THEN tf32 WHEN 'tensor_fp8' THEN fp8
               WHEN 'tensor_fp64' THEN tfp64 END END END;
 
+-- The precision of most achieved FLOP/s, from each one's FLOP/s in the order fp64, fp32, fp16,
+-- tensor_bf16, tensor_fp16, tensor_tf32, tensor_fp8, tensor_fp64 (ties to the first; NULLs
+-- skipped); NULL where none is above 0. (A list, not a subquery: a view with a correlated
+-- subquery keeps DuckDB from pushing a run filter down to ncu_metrics.)
+CREATE OR REPLACE MACRO ncu_top_precision(rates) AS
+    CASE WHEN list_max(rates) > 0
+         THEN ['fp64', 'fp32', 'fp16', 'tensor_bf16', 'tensor_fp16', 'tensor_tf32', 'tensor_fp8',
+               'tensor_fp64'][list_position(rates, list_max(rates))] END;
+
 -- A memory level's roof in a hierarchical roofline (ncu's Hierarchical*RooflineChart) at a
 -- launch's arithmetic intensity there: min(peak FLOP/s, FLOP/s / bytes/s x the level's peak
 -- bytes/s); the compute ceiling where the level moved no byte; NULL where an input is missing
@@ -362,11 +371,9 @@ WITH t AS (
                 + tensor_fp8_flops_per_s + tensor_fp64_flops_per_s END AS tensor_flops_per_s,
            -- the precision with the most achieved FLOP/s, only when every precision's counters are present
            CASE WHEN fp32_flops_per_s IS NULL OR fp64_flops_per_s IS NULL OR fp16_flops_per_s IS NULL OR tensor_srcs IS NULL THEN NULL
-                ELSE (SELECT arg_max(p, v) FROM (VALUES
-                    ('fp64', fp64_flops_per_s), ('fp32', fp32_flops_per_s), ('fp16', fp16_flops_per_s),
-                    ('tensor_bf16', tensor_bf16_flops_per_s), ('tensor_fp16', tensor_fp16_flops_per_s),
-                    ('tensor_tf32', tensor_tf32_flops_per_s), ('tensor_fp8', tensor_fp8_flops_per_s),
-                    ('tensor_fp64', tensor_fp64_flops_per_s)) v(p, v) WHERE v > 0) END AS precision
+                ELSE ncu_top_precision([fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s, tensor_bf16_flops_per_s,
+                                        tensor_fp16_flops_per_s, tensor_tf32_flops_per_s, tensor_fp8_flops_per_s,
+                                        tensor_fp64_flops_per_s]) END AS precision
     FROM b
 ), d AS (
     SELECT *,
@@ -426,7 +433,7 @@ FROM d;
 -- (level_limiter: ncu_level_limiter) and level_roof_pct against that lowest roof. A launch without FP
 -- work and without a precision has FLOP/s 0 (no_fp_work). The view is read once for both.
 CREATE OR REPLACE MACRO ncu_hierarchical(run, asked) AS TABLE
-WITH v AS (  -- each precision's FLOP/s, in the order of the names below (a tensor one unknown
+WITH v AS (  -- each precision's FLOP/s, in ncu_top_precision's order (a tensor one unknown
             -- where the report has no tensor counters)
     SELECT r.*,
            [fp64_flops_per_s, fp32_flops_per_s, fp16_flops_per_s,
@@ -439,10 +446,7 @@ WITH v AS (  -- each precision's FLOP/s, in the order of the names below (a tens
     WHERE run IS NULL OR r.run_id = run
 ), p AS (
     SELECT v.* EXCLUDE (_rates),
-           coalesce(lower(asked), precision,
-                    CASE WHEN list_max(_rates) > 0
-                         THEN ['fp64', 'fp32', 'fp16', 'tensor_bf16', 'tensor_fp16', 'tensor_tf32', 'tensor_fp8',
-                               'tensor_fp64'][list_position(_rates, list_max(_rates))] END) AS level_precision
+           coalesce(lower(asked), precision, ncu_top_precision(_rates)) AS level_precision
     FROM v
 ), pf AS (
     SELECT p.*,

@@ -6,8 +6,9 @@ each query for the run of fewest launches, the run of most, and ``all``, and ``d
 ncu_occupancy_a against _b (``--by ncu``). The baseline, in the same process: reading the same
 run's launches' metrics (the ``ncu_kernel_metrics`` pivot every query starts from), so each figure
 is also given as a ratio to it. ``--code DIR`` times another checkout's tracekit (its package and
-queries) on a store of its own in the work folder: run it with the old and the new code, one
-after the other, to compare them.
+queries; default: the checkout this script is in, whatever tracekit is installed) on a store of
+its own in the work folder: run it with the old and the new code, one after the other, to
+compare them.
 
 Usage: python benchmarks/ncu_query_bench.py [--workdir DIR] [--repeat 7] [--code CHECKOUT]
 Results go to stdout; record them in docs/performance.md.
@@ -56,10 +57,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, default=None, help="where the store is kept (default: a new temporary one)")
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--code", type=Path, default=None, help="a checkout whose tracekit to time (default: this one)")
+    ap.add_argument("--code", type=Path, default=None,
+                    help="a checkout whose tracekit to time (default: the one this script is in)")
     args = ap.parse_args()
-    if args.code:
-        use_code(args.code.resolve())
+    use_code((args.code or ROOT).resolve())
     import tracekit
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="ncu_query_bench."))
@@ -74,8 +75,8 @@ def main() -> None:
         launches = tk.sql("SELECT r.name, count(*) AS n FROM ncu_kernels k JOIN runs r USING (run_id) "
                           "WHERE k.workload = 'kernel' GROUP BY 1 ORDER BY 2, 1")
         small, large = launches["name"][0], launches["name"][-1]
-        print(f"tracekit from {Path(tracekit.__file__).parent.parent}; store {store}: {launches.height} ncu runs, "
-              f"{int(launches['n'].sum())} kernel launches; fewest: {small} ({launches['n'][0]}), "
+        print(f"tracekit from {Path(tracekit.__file__).parent.parent}; store {store}: {len(reports())} ncu reports, "
+              f"{launches.height} with kernel launches ({int(launches['n'].sum())}); fewest: {small} ({launches['n'][0]}), "
               f"most: {large} ({launches['n'][-1]}); median of {args.repeat}")
         ids = dict(tk.sql("SELECT name, run_id FROM runs").iter_rows())
         for run in (small, large, "all"):

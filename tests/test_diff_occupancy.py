@@ -85,9 +85,11 @@ def test_a_fallen_occupancy_says_which_limit_binds_and_what_one_block_more_needs
         assert row["new"] == pytest.approx(b[kernel]["sm__maximum_warps_per_active_cycle_pct"], abs=0.05)
         assert f"limiter: {a[kernel]['limit']} -> {b[kernel]['limit']}" in row["note"], row["note"]
         assert row["verdict"] == "unchanged" and "a launch setting with no better/worse direction" in row["note"]
-    assert gemm["note"].endswith("limiter: registers -> shared_mem; one block more per SM: shared memory "
-                                 "131,072 -> 115,712 B")
-    assert poly["note"].endswith("limiter: none -> registers; one block more per SM: registers 86 -> 80")
+    setting = "differs; a launch setting with no better/worse direction: not judged"
+    assert gemm["note"] == ("matched by name and NVTX path; limiter: registers -> shared_mem; one block more per SM: "
+                            f"shared memory 131,072 -> 115,712 B; {setting}")
+    assert poly["note"] == ("matched by name and NVTX path; limiter: none -> registers; one block more per SM: "
+                            f"registers 86 -> 80; {setting}")
 
 
 def test_a_risen_occupancy_names_the_limits_alone(both):
@@ -95,17 +97,44 @@ def test_a_risen_occupancy_names_the_limits_alone(both):
     for (the base's launches had it)."""
     _, back = both
     gemm, poly = back[("matmul_kernel", "theoretical_occupancy_pct")], back[("poly_kernel", "theoretical_occupancy_pct")]
-    assert gemm["note"].endswith("limiter: shared_mem -> registers")
-    assert poly["note"].endswith("limiter: registers -> none")
+    assert gemm["note"].startswith("matched by name and NVTX path; limiter: shared_mem -> registers; differs; ")
+    assert poly["note"].startswith("matched by name and NVTX path; limiter: registers -> none; differs; ")
     assert "one block more" not in gemm["note"] + poly["note"]
 
 
-def test_the_table_shows_why(tmp_path, capsys):
-    """`tracekit diff A B` on the two report files: the table's occupancy rows carry the limits and
-    the shared memory row, and nothing is judged on the launch settings."""
-    assert cli_main(["--db", str(tmp_path / "t.duckdb"), "diff", str(A), str(B), "--by", "ncu", "-f", "csv"]) == 0
+def test_the_table_shows_why(tmp_path, capsys, monkeypatch):
+    """`tracekit diff A B` on the two report files, in a terminal 160 characters wide: the
+    occupancy rows' notes start with why (a key matched as it is goes unsaid in the table), the
+    shared memory row is there, and no launch setting is judged; a CSV keeps how each key was
+    matched."""
+    monkeypatch.setenv("COLUMNS", "160")
+    db = str(tmp_path / "t.duckdb")
+    assert cli_main(["--db", db, "diff", str(A), str(B), "--by", "ncu", "--limit", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    occupancy = [line for line in lines if "theoretical_occupancy_pct" in line]
+    assert len(occupancy) == 2 and all(len(line) <= 160 for line in lines)
+    assert "not judged  limiter: registers -> shared_mem; one block" in occupancy[0]
+    assert "not judged  limiter: none -> registers; one block more" in occupancy[1]
+    smem = [line for line in lines if "shared_mem_per_block_bytes" in line]
+    assert len(smem) == 2 and "65.5 kB     131 kB" in smem[0]
+    assert cli_main(["--db", db, "diff", "1", "2", "--by", "ncu", "-f", "csv"]) == 0
     df = pl.read_csv(io.StringIO(capsys.readouterr().out))
     rows = df.filter(pl.col("metric").is_in(["theoretical_occupancy_pct", "shared_mem_per_block_bytes"]))
-    assert rows.height == 4
-    assert set(rows["verdict"]) == {"unchanged"}
-    assert rows.filter(pl.col("metric") == "theoretical_occupancy_pct")["note"].str.contains("limiter: ").all()
+    assert rows.height == 4 and set(rows["verdict"]) == {"unchanged"}
+    assert rows["note"].str.starts_with("matched by name and NVTX path; ").all()
+
+
+def test_a_small_change_of_a_launch_setting_is_said(tmp_path):
+    """A launch setting is exact (the same in every replay): 188 -> 190 registers (+1.1 %, inside
+    the 5 % threshold) is a change, said as one, not "within threshold". Planted in ncu_occupancy_b's
+    GEMM launches (208 registers) as ingested; the elementwise kernel's 22 -> 86 is as it was."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(A, name="a")
+        tk.ingest(B, name="b")
+        tk.con.execute("UPDATE ncu_metrics SET value = 190 WHERE run_id = 2 AND kernel_id IN (0, 1) "
+                       "AND metric = 'launch__registers_per_thread'")
+        rows = {(r["key"].split(" @ ")[0], r["metric"]): r for r in tk.diff("a", "b", by="ncu").iter_rows(named=True)}
+    for kernel, values in (("matmul_kernel", (188, 190)), ("poly_kernel", (22, 86))):
+        regs = rows[(kernel, "registers_per_thread")]
+        assert (regs["base"], regs["new"], regs["verdict"]) == (*values, "unchanged")
+        assert regs["note"].endswith("differs; a launch setting with no better/worse direction: not judged"), kernel

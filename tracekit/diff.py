@@ -170,8 +170,9 @@ against the base).
   better/worse direction: they are reported, never regressed. A theoretical occupancy that
   moved says why: the block limit that binds it where that changed, and where it fell, what
   one block more per SM needs (query occupancy's limiter and next_needs; tests/data/
-  ncu_occupancy_a/_b: a GEMM's 4 pipeline stages instead of 2 give shared_mem instead of
-  registers, an elementwise kernel's 64 elements per thread instead of 8 registers instead of none). So are the warp states
+  ncu_occupancy_a/_b: a GEMM's 4 pipeline stages instead of 2, shared_mem instead of registers; an
+  elementwise kernel's 64 elements per thread instead of 8, registers instead of none). A launch
+  setting is exact: any change of one is said ("differs"), never "within threshold". So are the warp states
   (cycles per issued instruction, in total and per stall reason): they say where a
   warp's time goes, not how long the launch takes (tests/data/ncu_diff_a/_b: the stalls
   halve at half the occupancy while the duration stays within 0.1 %).
@@ -1503,17 +1504,23 @@ def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[b
 def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
     """Why a key's theoretical occupancy moved (query occupancy's columns of its launches): the
     block limit that binds it on each side where that changed (``limiter: registers ->
-    shared_mem``), and where it fell, what one block more per SM needs in the new launches
-    (next_needs), where they all need the same."""
-    said = []
+    shared_mem``; launches of several limits each named, ' / ' between them), and where it fell,
+    what one block more per SM needs in the new launches (next_needs), where they all need the
+    same."""
+    parts = []
     ob = sorted({x["occupancy_limiter"] for x in lb_ if x.get("occupancy_limiter")})
     on = sorted({x["occupancy_limiter"] for x in ln_ if x.get("occupancy_limiter")})
-    if ob and on and ob != on:
-        said.append(f"limiter: {'/'.join(ob)} -> {'/'.join(on)}")
+    if (ob or on) and ob != on:  # ('?': a side's report without the block limits)
+        parts.append(f"limiter: {' / '.join(ob) or '?'} -> {' / '.join(on) or '?'}")
     needs = {x.get("next_needs") for x in ln_}
     if fell and len(needs) == 1 and (need := needs.pop()):
-        said.append(f"one block more per SM: {need.replace('; ', ', ')}")
-    return _join(*said)
+        parts.append(f"one block more per SM: {need.replace('; ', ', ')}")
+    return _join(*parts)
+
+
+#: how an ncu key found on both sides as it is was matched (said in the files' notes; the
+#: terminal table leaves it out, as it does not say how a kernel of nsys's was)
+NCU_SAME_KEY = ("matched by name and NVTX path", "matched by name")
 
 
 def ncu_pairs(gb: dict[tuple, list], gn: dict[tuple, list]) -> list[tuple[str, tuple | None, tuple | None, str]]:
@@ -1525,7 +1532,7 @@ def ncu_pairs(gb: dict[tuple, list], gn: dict[tuple, list]) -> list[tuple[str, t
     kernel name, with its NVTX path (``name @ path``) where the name has several in a report."""
     pairs: list[tuple[tuple | None, tuple | None, str]] = []
     for k in [k for k in gb if k in gn]:
-        pairs.append((k, k, "matched by name and NVTX path" if k[1] else "matched by name"))
+        pairs.append((k, k, NCU_SAME_KEY[0] if k[1] else NCU_SAME_KEY[1]))
     lb = [k for k in gb if k not in gn]
     ln = [k for k in gn if k not in gb]
     for name in {k[0] for k in lb}:
@@ -1636,7 +1643,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             elif col in NCU_CLOCK_NOTES:  # a launch's clock and cycles: shown, never judged
                 verdict, note = "unchanged", "identical" if b == n else NCU_CLOCK_NOTES[col]
             else:
-                limit_pct = threshold if col in NCU_EXACT or noise is None else max(threshold, noise)
+                # (a launch setting is exact: any change is one, where a measured value moves with ncu's noise)
+                limit_pct = 0.0 if col in NCU_EXACT else threshold if noise is None else max(threshold, noise)
                 if pairs:  # each launch against its counterpart in the other report
                     real, held = _paired(pairs, limit_pct, n - b)
                 else:
@@ -1680,8 +1688,8 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                     # a rate up while the launch got slower (or down while faster): the launch's
                     # work changed; the rate says how busy it kept the GPU, not that it got better
                     verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
-            if metric == "theoretical_occupancy_pct" and b != n:
-                note = _join(note, _occupancy_moved(lb_, ln_, n < b))
+            if metric == "theoretical_occupancy_pct" and b != n:  # (why first: a narrow table cuts the note's end)
+                note = _join(_occupancy_moved(lb_, ln_, n < b), note)
             if metric == "roof_pct":
                 bb = sorted({x["bound"] for x in lb_ if x["bound"]})
                 bn = sorted({x["bound"] for x in ln_ if x["bound"]})
@@ -2760,7 +2768,7 @@ def display(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame
     """The diff for a terminal: values in human units, keys as ``short_keys`` labels
     them, told apart from ``among``'s (the whole diff, where ``df`` is the rows shown:
     a kernel reads as in every other table of the diff, whichever rows are shown), deltas as
-    signed percentages."""
+    signed percentages, an ncu key's note without the match of a key on both sides as it is."""
     short = short_keys(df if among is None else among)
     cols = {
         "scope": df["scope"],
@@ -2775,6 +2783,19 @@ def display(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame
     cols.update({
         "verdict": shown_verdicts(df),
         "p": ["" if p is None else _fmt_p(p) for p in df["p_value"]],
-        "note": df["note"],
+        "note": [_without_same_key(s, n) for s, n in zip(df["scope"], df["note"], strict=True)],
     })
     return pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.Utf8))
+
+
+def _without_same_key(scope: str, note: str | None) -> str | None:
+    """An ncu row's note without the match every key found on both sides has (``NCU_SAME_KEY``):
+    a narrow table keeps the width for what differs."""
+    if scope != "ncu" or not note:
+        return note
+    for how in NCU_SAME_KEY:
+        if note == how:
+            return ""
+        if note.startswith(how + "; "):
+            return note[len(how) + 2:]
+    return note

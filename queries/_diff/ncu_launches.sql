@@ -15,7 +15,7 @@
 -- @column theoretical_occupancy_pct  Theoretical Occupancy, %
 -- @column achieved_occupancy_pct     Achieved Occupancy, %
 -- @column registers_per_thread       Registers Per Thread
--- @column shared_mem_per_block_bytes shared memory per block the kernel asks for (static + dynamic; Shared Memory Configuration), bytes
+-- @column shared_mem_per_block_bytes shared memory per block the kernel asks for (static + dynamic), bytes
 -- @column occupancy_limiter          the block limit that binds the theoretical occupancy (query occupancy's limiter)
 -- @column next_needs                 what one block more per SM needs (query occupancy's)
 -- @column block_size                 Block Size, threads

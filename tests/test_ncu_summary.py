@@ -49,6 +49,7 @@ MEDIANS = {
     "ai_dram": ("roofline", "ai_dram"),
     "roof_pct": ("roofline", "roof_pct"),
     "dram_roof_pct": ("roofline", "dram_roof_pct"),  # (100 x dram_bytes_per_s / peak_dram_bytes_per_s, below)
+    "next_occupancy_pct": ("occupancy", "next_occupancy_pct"),
 }
 #: summed over the launches
 SUMS = {"total_ns": ("speed-of-light", "duration_ns"), "dram_bytes": ("roofline", "dram_bytes"),
@@ -58,6 +59,8 @@ COMMON = {"registers_per_thread": ("occupancy", "registers_per_thread"), "block_
           "grid_size": ("occupancy", "grid_size"), "limiter": ("occupancy", "limiter"),
           "precision": ("roofline", "precision"), "bound": ("roofline", "bound"),
           "roof_limiter": ("hierarchical-roofline", "limiter")}
+#: the value most launches have, not named in varies (it follows from the settings that are)
+COMMON_UNSAID = {"next_needs": ("occupancy", "next_needs")}
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +146,7 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, gr
     group=shape, per kernel name, NVTX range, grid and block), each value exactly the median,
     sum or most common value of the per-launch queries' rows of its launches (NULL where those
     have none: a report without the inputs, a range's occupancy)."""
-    checked = shapes = 0
+    checked = shapes = said = 0
     key = ["name", "nvtx_range"] + (["grid", "block"] if group == "shape" else [])
     for run in ncu_runs:
         launches, rows = launches_of(run)
@@ -171,11 +174,14 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, gr
                 if len(distinct) > 1:
                     notes.append(f"{col}: " + " / ".join(str(v) for v in distinct))
             assert s["varies"] == ("; ".join(notes) or None), (run, name)
+            for col, (q, src) in COMMON_UNSAID.items():
+                assert s[col] == most_common([rows[q].get(i, {}).get(src) for i in ids]), (run, name, col)
+                said += s[col] is not None
             checked += 1
         # ordered by the kernel's time, the largest first
         totals = summary["total_ns"].to_list()
         assert totals == sorted(totals, key=lambda t: (t is None, -(t or 0))), run
-    assert checked >= 60
+    assert checked >= 60 and said >= 10
     assert (shapes > 5) == (group == "shape")  # (kernels launched at several shapes: rows of their own)
 
 
@@ -327,3 +333,22 @@ def test_chart_passes_the_kernel_filter_to_its_query(tk, name):
     data = [row for rows in spec_datasets(chart(tk, name, run="hstu", kernel="nvjet").to_dict()) for row in rows]
     names = {row["name"] for row in data if row.get("name")}
     assert names and all("nvjet" in n for n in names)
+
+
+def test_the_what_if_of_launches_that_differ(tmp_path):
+    """ncu_occupancy_b's two launches of poly_kernel (86 registers: 5 blocks, 31.25 %), the second
+    made a 40-register launch (12 blocks, 75 %, as ncu would give it): the summary's next_needs is
+    the first launch's (a tie: most launches' value, ties to the first), its next_occupancy_pct the
+    median of the two launches' (37.5 % and 100 %)."""
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="b")
+        for metric, value in (("launch__registers_per_thread", 40), ("launch__occupancy_limit_registers", 12),
+                              ("sm__maximum_warps_per_active_cycle_pct", 75.0),
+                              ("sm__maximum_warps_avg_per_active_cycle", 48.0)):
+            t.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = 3 AND metric = ?", [value, metric])
+        launches = {r["kernel_id"]: r for r in t.query("occupancy", run="b", kernel="poly").iter_rows(named=True)}
+        s = t.query("ncu-summary", run="b", kernel="poly").row(0, named=True)
+    assert [(r["next_needs"], r["next_occupancy_pct"]) for r in launches.values()] == [
+        ("registers 86 -> 80", 37.5), ("registers 40 -> 32", 100.0)]
+    assert (s["next_needs"], s["next_occupancy_pct"]) == ("registers 86 -> 80", 68.75)
+    assert s["varies"].startswith("registers_per_thread: 40 / 86")

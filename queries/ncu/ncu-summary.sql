@@ -1,10 +1,10 @@
 -- One row per kernel name and NVTX range of a run (with group=shape, per kernel name, NVTX
 -- range and launch shape, the grid's and the block's dimensions: a kernel at each problem
 -- size, as nsys's kernel-grids has it), with the numbers its launches are tuned by, from the per-launch queries' own definitions (the views speed-of-light, occupancy and
--- roofline read, occupancy's limiter, memory-workload's hit rates). Rates, percentages,
+-- roofline read, occupancy's limiter and what-if, memory-workload's hit rates). Rates, percentages,
 -- clocks, cycles and the arithmetic intensity are medians over the launches (of those that
 -- have the value); launches, total_ns, dram_bytes and flop are sums; registers, block and
--- grid size, the limiter, the precision and the bound are the value most launches have
+-- grid size, the limiter and next_needs, the precision and the bound are the value most launches have
 -- (ties: the first launch's), and varies names those that differ between the launches,
 -- with their values. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
 -- ceiling: how close to a roof a kernel with no floating-point work (bound no_fp_work,
@@ -36,6 +36,8 @@
 -- @column theoretical_occupancy_pct  median theoretical occupancy, % of max warps per SM
 -- @column achieved_occupancy_pct     median achieved occupancy, % of max warps per SM
 -- @column limiter                    the binding occupancy limit(s), as occupancy names them (most launches')
+-- @column next_occupancy_pct         median theoretical occupancy with one block more per SM, as occupancy says, %
+-- @column next_needs                 what one block more per SM needs, or why none fits, as occupancy says (most launches')
 -- @column sm_throughput_pct          median Compute (SM) Throughput (sm__throughput), % of peak
 -- @column memory_throughput_pct      median Memory Throughput (gpu__compute_memory_throughput), % of peak
 -- @column dram_throughput_pct        median DRAM Throughput (gpu__dram_throughput), % of peak
@@ -71,15 +73,14 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
            -- (occupancy is a kernel launch's: the query leaves ranges and graphs out)
            CASE WHEN r.workload = 'kernel' THEN r.theoretical_occupancy_pct END AS theoretical_occupancy_pct,
            CASE WHEN r.workload = 'kernel' THEN r.achieved_occupancy_pct END AS achieved_occupancy_pct,
-           CASE WHEN r.workload = 'kernel' THEN ncu_occupancy_limiter(r.block_limit_blocks, r.block_limit_registers,
-               r.block_limit_shared_mem, r.block_limit_warps, r.block_limit_barriers, r.theoretical_occupancy_pct)
-               END AS limiter,
+           o.limiter, o.next_occupancy_pct, o.next_needs,
            r.sm_throughput_pct, r.memory_throughput_pct, r.dram_throughput_pct, h.l1_hit_rate_pct, h.l2_hit_rate_pct,
            r.dram_bytes, r.dram_bytes_per_s, r.flop, r.flops_per_s, r.ai_dram, r.precision, r.roof_pct, r.bound,
            r.level_limiter AS roof_limiter,
            100 * r.dram_bytes_per_s / nullif(r.peak_dram_bytes_per_s, 0) AS dram_roof_pct
     FROM ncu_hierarchical($run, NULL) r  -- (ncu_roofline's rows, with the hierarchical limiter)
     JOIN ncu_kernels k USING (run_id, kernel_id)
+    LEFT JOIN ncu_occupancy($run) o USING (run_id, kernel_id)  -- (kernel launches only)
     LEFT JOIN hit h USING (run_id, kernel_id)
     WHERE ($kernel IS NULL OR contains(lower(r.name), lower($kernel)))
       AND ncu_kernel_asked('ncu-summary', $run, $kernel)
@@ -97,6 +98,8 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
        median(theoretical_occupancy_pct) AS theoretical_occupancy_pct,
        median(achieved_occupancy_pct) AS achieved_occupancy_pct,
        most_common(list(limiter ORDER BY kernel_id)) AS limiter,
+       median(next_occupancy_pct) AS next_occupancy_pct,
+       most_common(list(next_needs ORDER BY kernel_id)) AS next_needs,
        median(sm_throughput_pct) AS sm_throughput_pct, median(memory_throughput_pct) AS memory_throughput_pct,
        median(dram_throughput_pct) AS dram_throughput_pct,
        median(l1_hit_rate_pct) AS l1_hit_rate_pct, median(l2_hit_rate_pct) AS l2_hit_rate_pct,

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 import tracekit
+from tracekit import diff as D
 from tracekit.cli import main as cli_main
 
 DATA = Path(__file__).parent / "data"
@@ -138,3 +139,24 @@ def test_a_small_change_of_a_launch_setting_is_said(tmp_path):
         regs = rows[(kernel, "registers_per_thread")]
         assert (regs["base"], regs["new"], regs["verdict"]) == (*values, "unchanged")
         assert regs["note"].endswith("differs; a launch setting with no better/worse direction: not judged"), kernel
+
+
+@pytest.mark.parametrize(("planted", "note"), [
+    ({0: 188}, "differs; a launch setting with no better/worse direction: not judged"),  # (one launch of two moved)
+    ({0: 180, 1: 196}, "the same median; launches 188 -> 180 / 196: a launch setting with no better/worse "
+                       "direction: not judged"),
+])
+def test_a_launch_setting_that_moved_in_some_launches_is_said(tmp_path, planted, note):
+    """ncu_occupancy_b's GEMM launches planted with a's 188 registers in one launch (the median
+    198), or with 180 and 196 (the median a's 188): a change in any launch is said, with no sign
+    test over the launches and no median that hides it."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(A, name="a")
+        tk.ingest(B, name="b")
+        for kernel_id, value in planted.items():
+            tk.con.execute("UPDATE ncu_metrics SET value = ? WHERE run_id = 2 AND kernel_id = ? "
+                           "AND metric = 'launch__registers_per_thread'", [value, kernel_id])
+        row = next(r for r in tk.diff("a", "b", by="ncu").iter_rows(named=True)
+                   if r["key"].startswith("matmul_kernel") and r["metric"] == "registers_per_thread")
+    assert row["verdict"] == "unchanged" and row["note"] == f"matched by name and NVTX path; {note}", row["note"]
+    assert D.shown_verdicts(pl.DataFrame([row]))[0] == "not judged"

@@ -167,15 +167,16 @@ against the base).
   on zeros 12 % shorter at 14 % more MHz); registers, shared memory per block, block
   and grid size, waves per SM, theoretical occupancy (which follows from them), the number of
   launches profiled and arithmetic intensity describe the launch and have no
-  better/worse direction: they are reported, never regressed. A theoretical occupancy that
-  moved says why: the block limit that binds it where that changed, and where it fell, what
-  one block more per SM needs (query occupancy's limiter and next_needs; tests/data/
-  ncu_occupancy_a/_b: a GEMM's 4 pipeline stages instead of 2, shared_mem instead of registers; an
-  elementwise kernel's 64 elements per thread instead of 8, registers instead of none). A launch
-  setting is exact: any change of one is said ("differs"), never "within threshold". So are the warp states
-  (cycles per issued instruction, in total and per stall reason): they say where a
+  better/worse direction: they are reported, never regressed. So are the
+  warp states (cycles per issued instruction, in total and per stall reason): they say where a
   warp's time goes, not how long the launch takes (tests/data/ncu_diff_a/_b: the stalls
-  halve at half the occupancy while the duration stays within 0.1 %).
+  halve at half the occupancy while the duration stays within 0.1 %). A launch setting is
+  exact, the same in every replay: any change of one, in any launch, is said ("differs"),
+  never "within threshold". A theoretical occupancy that moved says why: the block limit that
+  binds it where that changed, and where it fell, what one block more per SM needs (query
+  occupancy's limiter and next_needs; tests/data/ncu_occupancy_a/_b: a GEMM's 4 pipeline
+  stages instead of 2, shared_mem instead of registers; an elementwise kernel's 64 elements
+  per thread instead of 8, registers instead of none).
 
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
@@ -1645,7 +1646,9 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
             else:
                 # (a launch setting is exact: any change is one, where a measured value moves with ncu's noise)
                 limit_pct = 0.0 if col in NCU_EXACT else threshold if noise is None else max(threshold, noise)
-                if pairs:  # each launch against its counterpart in the other report
+                if col in NCU_EXACT:  # (no test over the launches: one launch of other settings is a change)
+                    real, held = True, ""
+                elif pairs:  # each launch against its counterpart in the other report
                     real, held = _paired(pairs, limit_pct, n - b)
                 else:
                     real = min(vn) > max(vb) or max(vn) < min(vb)
@@ -1663,6 +1666,9 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                     within = "threshold" if limit_pct == threshold else \
                         f"ncu's noise for a {_human('duration_ns', shorter)} launch"
                     verdict, note = _judge(b, n, limit_pct, direction, real, held, within, undirected)
+                if col in NCU_EXACT and b == n and sorted(vb) != sorted(vn):  # (the median hides launches that moved)
+                    note = (f"the same median; launches {' / '.join(f'{v:g}' for v in sorted(set(vb)))} -> "
+                            f"{' / '.join(f'{v:g}' for v in sorted(set(vn)))}: {undirected}")
             if metric in NCU_TIME:
                 if timed == "clock" and verdict == ("improved" if faster else "regressed"):
                     verdict, note = "unchanged", f"{CLOCK_NOTE}, as the duration did"

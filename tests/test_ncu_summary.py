@@ -49,7 +49,6 @@ MEDIANS = {
     "ai_dram": ("roofline", "ai_dram"),
     "roof_pct": ("roofline", "roof_pct"),
     "dram_roof_pct": ("roofline", "dram_roof_pct"),  # (100 x dram_bytes_per_s / peak_dram_bytes_per_s, below)
-    "next_occupancy_pct": ("occupancy", "next_occupancy_pct"),
 }
 #: summed over the launches
 SUMS = {"total_ns": ("speed-of-light", "duration_ns"), "dram_bytes": ("roofline", "dram_bytes"),
@@ -59,7 +58,7 @@ COMMON = {"registers_per_thread": ("occupancy", "registers_per_thread"), "block_
           "grid_size": ("occupancy", "grid_size"), "limiter": ("occupancy", "limiter"),
           "precision": ("roofline", "precision"), "bound": ("roofline", "bound"),
           "roof_limiter": ("hierarchical-roofline", "limiter")}
-#: the value most launches have, not named in varies (it follows from the settings that are)
+#: the value most launches have (none: a value too), not named in varies (it follows from the settings that are)
 COMMON_UNSAID = {"next_needs": ("occupancy", "next_needs")}
 
 
@@ -163,6 +162,11 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, gr
             assert (s["grid"], s["block"]) == (most_common(grids), most_common(blocks)), (run, name)
             for col, (q, src) in MEDIANS.items():
                 assert s[col] == duckdb_median([rows[q].get(i, {}).get(src) for i in ids]), (run, name, col)
+            nexts = [rows["occupancy"].get(i, {}).get("next_occupancy_pct") for i in ids]
+            known = [rows["occupancy"].get(i, {}).get("theoretical_occupancy_pct") for i in ids]
+            want = duckdb_median(nexts) if sum(v is not None for v in nexts) == sum(v is not None for v in known) \
+                else None
+            assert s["next_occupancy_pct"] == want, (run, name)
             for col, (q, src) in SUMS.items():
                 values = [rows[q].get(i, {}).get(src) for i in ids]
                 assert s[col] == (None if None in values else sum(values)), (run, name, col)
@@ -175,7 +179,8 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, gr
                     notes.append(f"{col}: " + " / ".join(str(v) for v in distinct))
             assert s["varies"] == ("; ".join(notes) or None), (run, name)
             for col, (q, src) in COMMON_UNSAID.items():
-                assert s[col] == most_common([rows[q].get(i, {}).get(src) for i in ids]), (run, name, col)
+                values = [rows[q].get(i, {}).get(src) or "" for i in ids]
+                assert s[col] == (most_common(values) or None), (run, name, col)
                 said += s[col] is not None
             checked += 1
         # ordered by the kernel's time, the largest first
@@ -352,3 +357,20 @@ def test_the_what_if_of_launches_that_differ(tmp_path):
         ("registers 86 -> 80", 37.5), ("registers 40 -> 32", 100.0)]
     assert (s["next_needs"], s["next_occupancy_pct"]) == ("registers 86 -> 80", 68.75)
     assert s["varies"].startswith("registers_per_thread: 40 / 86")
+
+
+def test_a_launch_that_needs_nothing_counts(tmp_path):
+    """ncu_occupancy_b's first poly_kernel launch made one at 100 % (22 registers, as in
+    ncu_occupancy_a; nothing to need), the second left at 86 registers (31.25 %, needs 80): the
+    summary's limiter and next_needs are the first launch's (a tie), none and nothing; no
+    next_occupancy_pct, as one launch has none."""
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="b")
+        for metric, value in (("launch__registers_per_thread", 22), ("launch__occupancy_limit_registers", 21),
+                              ("sm__maximum_warps_per_active_cycle_pct", 100.0),
+                              ("sm__maximum_warps_avg_per_active_cycle", 64.0)):
+            t.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = 2 AND metric = ?", [value, metric])
+        launches = t.query("occupancy", run="b", kernel="poly")
+        s = t.query("ncu-summary", run="b", kernel="poly").row(0, named=True)
+    assert launches["next_needs"].to_list() == [None, "registers 86 -> 80"]
+    assert (s["limiter"], s["next_needs"], s["next_occupancy_pct"]) == ("none", None, None)

@@ -4,9 +4,11 @@
 -- roofline read, occupancy's limiter and what-if, memory-workload's hit rates). Rates, percentages,
 -- clocks, cycles and the arithmetic intensity are medians over the launches (of those that
 -- have the value); launches, total_ns, dram_bytes and flop are sums; registers, block and
--- grid size, the limiter and next_needs, the precision and the bound are the value most launches have
+-- grid size, the limiter, the precision and the bound are the value most launches have
 -- (ties: the first launch's), and varies names those that differ between the launches,
--- with their values. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
+-- with their values. next_needs is most launches' too, a launch that needs nothing (at 100 %)
+-- counted as one (not in varies: it follows from the settings that are); next_occupancy_pct
+-- is the median where every launch has one, else NULL. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
 -- ceiling: how close to a roof a kernel with no floating-point work (bound no_fp_work,
 -- roof_pct NULL) is; for a memory-bound launch it is roof_pct (to rounding). roof_limiter is
 -- the level whose roof bounds the launch in query hierarchical-roofline (in its dominant
@@ -36,8 +38,8 @@
 -- @column theoretical_occupancy_pct  median theoretical occupancy, % of max warps per SM
 -- @column achieved_occupancy_pct     median achieved occupancy, % of max warps per SM
 -- @column limiter                    the binding occupancy limit(s), as occupancy names them (most launches')
--- @column next_occupancy_pct         median theoretical occupancy with one block more per SM, as occupancy says, %
--- @column next_needs                 what one block more per SM needs, or why none fits, as occupancy says (most launches')
+-- @column next_occupancy_pct         median theoretical occupancy with one block more per SM, as occupancy says, % (NULL unless every launch has it)
+-- @column next_needs                 what one block more per SM needs, or why none fits, as occupancy says (most launches'; NULL: most need nothing)
 -- @column sm_throughput_pct          median Compute (SM) Throughput (sm__throughput), % of peak
 -- @column memory_throughput_pct      median Memory Throughput (gpu__compute_memory_throughput), % of peak
 -- @column dram_throughput_pct        median DRAM Throughput (gpu__dram_throughput), % of peak
@@ -98,8 +100,9 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
        median(theoretical_occupancy_pct) AS theoretical_occupancy_pct,
        median(achieved_occupancy_pct) AS achieved_occupancy_pct,
        most_common(list(limiter ORDER BY kernel_id)) AS limiter,
-       median(next_occupancy_pct) AS next_occupancy_pct,
-       most_common(list(next_needs ORDER BY kernel_id)) AS next_needs,
+       CASE WHEN count(next_occupancy_pct) = count(theoretical_occupancy_pct) THEN median(next_occupancy_pct)
+            END AS next_occupancy_pct,  -- (a launch at 100 % has none: no median of the others)
+       nullif(most_common(list(coalesce(next_needs, '') ORDER BY kernel_id)), '') AS next_needs,
        median(sm_throughput_pct) AS sm_throughput_pct, median(memory_throughput_pct) AS memory_throughput_pct,
        median(dram_throughput_pct) AS dram_throughput_pct,
        median(l1_hit_rate_pct) AS l1_hit_rate_pct, median(l2_hit_rate_pct) AS l2_hit_rate_pct,

@@ -125,16 +125,23 @@ def test_the_table_shows_why(tmp_path, capsys, monkeypatch):
     assert rows["note"].str.starts_with("matched by name and NVTX path; ").all()
 
 
+def _with_registers(tmp_path, registers: dict[int, int]) -> dict[tuple[str, str], dict]:
+    """The diff of ncu_occupancy_a against _b with b's launches (kernel_id) given these registers per
+    thread, by (kernel, metric)."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(A, name="a")
+        tk.ingest(B, name="b")
+        for kernel_id, value in registers.items():
+            tk.con.execute("UPDATE ncu_metrics SET value = ? WHERE run_id = 2 AND kernel_id = ? "
+                           "AND metric = 'launch__registers_per_thread'", [value, kernel_id])
+        return {(r["key"].split(" @ ")[0], r["metric"]): r for r in tk.diff("a", "b", by="ncu").iter_rows(named=True)}
+
+
 def test_a_small_change_of_a_launch_setting_is_said(tmp_path):
     """A launch setting is exact (the same in every replay): 188 -> 190 registers (+1.1 %, inside
     the 5 % threshold) is a change, said as one, not "within threshold". Planted in ncu_occupancy_b's
     GEMM launches (208 registers) as ingested; the elementwise kernel's 22 -> 86 is as it was."""
-    with tracekit.open(tmp_path / "s.duckdb") as tk:
-        tk.ingest(A, name="a")
-        tk.ingest(B, name="b")
-        tk.con.execute("UPDATE ncu_metrics SET value = 190 WHERE run_id = 2 AND kernel_id IN (0, 1) "
-                       "AND metric = 'launch__registers_per_thread'")
-        rows = {(r["key"].split(" @ ")[0], r["metric"]): r for r in tk.diff("a", "b", by="ncu").iter_rows(named=True)}
+    rows = _with_registers(tmp_path, {0: 190, 1: 190})
     for kernel, values in (("matmul_kernel", (188, 190)), ("poly_kernel", (22, 86))):
         regs = rows[(kernel, "registers_per_thread")]
         assert (regs["base"], regs["new"], regs["verdict"]) == (*values, "unchanged")
@@ -150,13 +157,6 @@ def test_a_launch_setting_that_moved_in_some_launches_is_said(tmp_path, planted,
     """ncu_occupancy_b's GEMM launches planted with a's 188 registers in one launch (the median
     198), or with 180 and 196 (the median a's 188): a change in any launch is said, with no sign
     test over the launches and no median that hides it."""
-    with tracekit.open(tmp_path / "s.duckdb") as tk:
-        tk.ingest(A, name="a")
-        tk.ingest(B, name="b")
-        for kernel_id, value in planted.items():
-            tk.con.execute("UPDATE ncu_metrics SET value = ? WHERE run_id = 2 AND kernel_id = ? "
-                           "AND metric = 'launch__registers_per_thread'", [value, kernel_id])
-        row = next(r for r in tk.diff("a", "b", by="ncu").iter_rows(named=True)
-                   if r["key"].startswith("matmul_kernel") and r["metric"] == "registers_per_thread")
+    row = _with_registers(tmp_path, planted)[("matmul_kernel", "registers_per_thread")]
     assert row["verdict"] == "unchanged" and row["note"] == f"matched by name and NVTX path; {note}", row["note"]
     assert D.shown_verdicts(pl.DataFrame([row]))[0] == "not judged"

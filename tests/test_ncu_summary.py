@@ -340,20 +340,29 @@ def test_chart_passes_the_kernel_filter_to_its_query(tk, name):
     assert names and all("nvjet" in n for n in names)
 
 
+def _poly_planted(tmp_path, kernel_id: int, registers: int, block_limit: int, warps: int):
+    """ncu_occupancy_b with one poly_kernel launch made one of ``registers`` per thread, the block
+    limit and theoretical warps per SM (of 64) ncu would give it: the occupancy query's poly_kernel
+    launches and ncu-summary's row of them."""
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="b")
+        for metric, value in (("launch__registers_per_thread", registers),
+                              ("launch__occupancy_limit_registers", block_limit),
+                              ("sm__maximum_warps_per_active_cycle_pct", 100 * warps / 64),
+                              ("sm__maximum_warps_avg_per_active_cycle", warps)):
+            t.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = ? AND metric = ?",
+                          [value, kernel_id, metric])
+        return (t.query("occupancy", run="b", kernel="poly"),
+                t.query("ncu-summary", run="b", kernel="poly").row(0, named=True))
+
+
 def test_the_what_if_of_launches_that_differ(tmp_path):
     """ncu_occupancy_b's two launches of poly_kernel (86 registers: 5 blocks, 31.25 %), the second
     made a 40-register launch (12 blocks, 75 %, as ncu would give it): the summary's next_needs is
     the first launch's (a tie: most launches' value, ties to the first), its next_occupancy_pct the
     median of the two launches' (37.5 % and 100 %)."""
-    with tracekit.open(tmp_path / "s.duckdb") as t:
-        t.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="b")
-        for metric, value in (("launch__registers_per_thread", 40), ("launch__occupancy_limit_registers", 12),
-                              ("sm__maximum_warps_per_active_cycle_pct", 75.0),
-                              ("sm__maximum_warps_avg_per_active_cycle", 48.0)):
-            t.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = 3 AND metric = ?", [value, metric])
-        launches = {r["kernel_id"]: r for r in t.query("occupancy", run="b", kernel="poly").iter_rows(named=True)}
-        s = t.query("ncu-summary", run="b", kernel="poly").row(0, named=True)
-    assert [(r["next_needs"], r["next_occupancy_pct"]) for r in launches.values()] == [
+    launches, s = _poly_planted(tmp_path, 3, registers=40, block_limit=12, warps=48)
+    assert [(r["next_needs"], r["next_occupancy_pct"]) for r in launches.iter_rows(named=True)] == [
         ("registers 86 -> 80", 37.5), ("registers 40 -> 32", 100.0)]
     assert (s["next_needs"], s["next_occupancy_pct"]) == ("registers 86 -> 80", 68.75)
     assert s["varies"].startswith("registers_per_thread: 40 / 86")
@@ -364,13 +373,6 @@ def test_a_launch_that_needs_nothing_counts(tmp_path):
     ncu_occupancy_a; nothing to need), the second left at 86 registers (31.25 %, needs 80): the
     summary's limiter and next_needs are the first launch's (a tie), none and nothing; no
     next_occupancy_pct, as one launch has none."""
-    with tracekit.open(tmp_path / "s.duckdb") as t:
-        t.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="b")
-        for metric, value in (("launch__registers_per_thread", 22), ("launch__occupancy_limit_registers", 21),
-                              ("sm__maximum_warps_per_active_cycle_pct", 100.0),
-                              ("sm__maximum_warps_avg_per_active_cycle", 64.0)):
-            t.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = 2 AND metric = ?", [value, metric])
-        launches = t.query("occupancy", run="b", kernel="poly")
-        s = t.query("ncu-summary", run="b", kernel="poly").row(0, named=True)
+    launches, s = _poly_planted(tmp_path, 2, registers=22, block_limit=21, warps=64)
     assert launches["next_needs"].to_list() == [None, "registers 86 -> 80"]
     assert (s["limiter"], s["next_needs"], s["next_occupancy_pct"]) == ("none", None, None)

@@ -2231,6 +2231,9 @@ def test_one_kernel_at_three_sizes_slower_at_each_is_regressed(shapes, capsys):
     for metric in ("sm_throughput_pct", "achieved_flops_per_s"):
         assert by[metric]["delta_pct"] > 100 and by[metric]["verdict"] == "unchanged"
         assert "differs against a duration that regressed" in by[metric]["note"]
+    # shown, not judged: a table says so rather than "unchanged" (a 4x rate is not unchanged)
+    shown = dict(zip(df["metric"], D.shown_verdicts(df), strict=True))
+    assert shown["sm_throughput_pct"] == shown["achieved_flops_per_s"] == "not judged"
     assert by["registers_per_thread"]["verdict"] == "unchanged" and by["registers_per_thread"]["delta"] > 0
     assert set(df["verdict"]) == {"unchanged", "regressed"}
     # reading its input four times, the small launches' data stays in L2: the level whose roof

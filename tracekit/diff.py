@@ -1693,7 +1693,7 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
                 elif verdict != timed:
                     # a rate up while the launch got slower (or down while faster): the launch's
                     # work changed; the rate says how busy it kept the GPU, not that it got better
-                    verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed"
+                    verdict, note = "unchanged", f"differs against a duration that {timed}: the launches' work changed, not judged"
             if metric == "theoretical_occupancy_pct" and b != n:  # (why first: a narrow table cuts the note's end)
                 note = _join(_occupancy_moved(lb_, ln_, n < b), note)
             if metric == "roof_pct":

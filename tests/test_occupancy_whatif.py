@@ -223,3 +223,83 @@ def test_a_zero_block_limit_is_no_error(tmp_path):
         df = tk.query("occupancy", run="levels")
     assert df.height == 4 and df["next_needs"][2] is None and df["registers_per_thread_max"][2] is None
     assert df["next_needs"][3] == "registers 36 -> 32"
+
+
+def nearest_best(curve: dict[int, float], own: int) -> tuple[int, float]:
+    """The block size of whole warps at which ``curve`` (ncu's warps per SM by block size) is
+    highest, the launch's own where it is as high, else the nearest (of two as near, the larger);
+    and the warps there."""
+    sizes = [s for s in curve if s % 32 == 0]
+    top = max(curve[s] for s in sizes)
+    own_warps = math.ceil(own / 32)
+    if curve[32 * own_warps] == top:
+        return own, top
+    best = min((s for s in sizes if curve[s] == top), key=lambda s: (abs(s // 32 - own_warps), -s))
+    return best, top
+
+
+def test_the_best_block_size_is_where_ncus_block_size_curve_peaks(runs, tmp_path):
+    """best_block_size against ncu's own "Impact of Varying Block Size" curve (warps per SM at each
+    block size, the launch's registers and shared memory per block held): where the launch's
+    carveout allows as many blocks by shared memory as the SM's largest, the column is the curve's
+    peak nearest the launch's own block size and best_block_occupancy_pct the curve's occupancy
+    there; where a larger carveout allows more, the query's occupancy is at least the curve's."""
+    exact = moved = larger = 0
+    for name, (rows, _) in runs.items():
+        plain = tmp_path / f"{name}.ncu-rep"
+        plain.write_bytes(lzma.decompress(REPORTS[name].read_bytes()))
+        by_size = curves(plain, "launch__occupancy_per_block_size")
+        for kid, row in rows.items():
+            curve = by_size[kid]
+            assert max(curve) == 1024 and all(32 * n in curve for n in range(1, 33)), (name, kid)
+            own = row["block_size"]
+            assert curve[32 * math.ceil(own / 32)] == row["theoretical_warps_per_sm"], (name, kid)
+            assert row["best_block_size"] is not None, (name, kid)
+            best, warps = nearest_best(curve, own)
+            at_top = row["smem_per_sm"] // row["allocated"] if row["allocated"] else math.inf
+            if at_top == row["block_limit_shared_mem"] or min(at_top, row["block_limit_shared_mem"]) >= \
+                    row["block_limit_blocks"]:
+                assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (best, 100 * warps / 64), (
+                    name, kid, row["best_block_size"], best)
+                exact += 1
+                moved += best != own
+            else:
+                assert row["best_block_occupancy_pct"] >= 100 * warps / 64, (name, kid)
+                larger += 1
+    assert exact >= 100 and moved >= 5 and larger >= 10, (exact, moved, larger)
+
+
+def test_more_warps_per_block_hold_more_of_a_gemm_held_by_its_shared_memory(runs):
+    """ncu_occupancy_b's Triton GEMM holds one block of 4 warps per SM by its 128 kB of shared memory,
+    where its registers (208) allow 8 warps: at 256 threads a block, the same shared memory holds
+    8 warps (12.5 %, as one block more would at 115,712 bytes). ncu_diff_b's kernel of one warp a
+    block is held by the SM's 32 block slots at 50 %: 64 threads fill the SM. A launch at its
+    curve's peak keeps its own block size (the HSTU attention kernel, held by registers at 8 warps)."""
+    for row in (r for r in runs["occupancy_b"][0].values() if r["name"] == "matmul_kernel"):
+        assert (row["block_size"], row["theoretical_occupancy_pct"]) == (128, 6.25)
+        assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (256, 12.5)
+    for row in runs["diff_b"][0].values():
+        assert (row["block_size"], row["block_limit_blocks"], row["theoretical_occupancy_pct"]) == (32, 32, 50.0)
+        assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (64, 100.0)
+    row = next(r for r in runs["hstu"][0].values() if r["name"] == "_hstu_cached_sk_kernel")
+    assert (row["block_size"], row["best_block_size"], row["best_block_occupancy_pct"]) == (256, 256, 12.5)
+
+
+
+def test_of_two_block_sizes_as_near_the_larger(tmp_path):
+    """ncu_occupancy_a's polynomial kernel (22 registers, no shared memory) made a launch of 96
+    threads, 21 blocks of 3 warps by the SM's 64 warps (98.4 %; the limits as ncu would give
+    them): 64 and 128
+    threads both fill the SM and are as near; the column is 128, the larger, as
+    cudaOccupancyMaxPotentialBlockSize prefers."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(REPORTS["occupancy_a"], name="a")
+        kid = tk.query("occupancy", run="a", kernel="poly")["kernel_id"][0]
+        for metric, value in (("launch__block_size", 96), ("launch__occupancy_limit_warps", 21),
+                              ("launch__occupancy_limit_registers", 28),  # (84 warps' registers)
+                              ("sm__maximum_warps_per_active_cycle_pct", 100 * 63 / 64),
+                              ("sm__maximum_warps_avg_per_active_cycle", 63)):
+            tk.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = ? AND metric = ?", [value, kid, metric])
+        row = tk.query("occupancy", run="a", kernel="poly").row(0, named=True)
+    assert (row["block_size"], row["blocks_per_sm"], row["limiter"]) == (96, 21, "warps")
+    assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (128, 100.0)

@@ -483,7 +483,8 @@ FROM roofs;
 -- of query occupancy (whose header says what each holds), and nvtx_path. Ranges and whole graphs
 -- run several kernels and have no launch configuration of their own: not here. The what-if
 -- follows NVIDIA's occupancy calculator (cuda_occupancy.h; the occupancy_* macros above), for
--- one block more per SM than the launch's blocks_per_sm.
+-- one block more per SM than the launch's blocks_per_sm, and for each block size of whole warps
+-- up to the device's largest (best_block_*).
 CREATE OR REPLACE MACRO ncu_occupancy(run) AS TABLE
 WITH m AS (
     SELECT * FROM ncu_kernel_metrics WHERE (run IS NULL OR run_id = run) AND workload = 'kernel'
@@ -493,15 +494,17 @@ WITH m AS (
            max(value) FILTER (WHERE metric = 'device__attribute_max_registers_per_thread') AS regs_per_thread_cap,
            max(value) FILTER (WHERE metric = 'device__attribute_max_warps_per_multiprocessor') AS warps_per_sm,
            max(value) FILTER (WHERE metric = 'device__attribute_max_warps_per_scheduler') AS warps_per_scheduler,
-           max(value) FILTER (WHERE metric = 'device__attribute_max_shared_memory_per_multiprocessor') AS smem_per_sm
+           max(value) FILTER (WHERE metric = 'device__attribute_max_shared_memory_per_multiprocessor') AS smem_per_sm,
+           max(value) FILTER (WHERE metric = 'device__attribute_max_threads_per_block') AS threads_per_block_cap
     FROM ncu_metrics
     WHERE metric IN ('device__attribute_max_registers_per_multiprocessor', 'device__attribute_max_registers_per_thread',
                      'device__attribute_max_warps_per_multiprocessor', 'device__attribute_max_warps_per_scheduler',
-                     'device__attribute_max_shared_memory_per_multiprocessor')
+                     'device__attribute_max_shared_memory_per_multiprocessor', 'device__attribute_max_threads_per_block')
       AND (run IS NULL OR run_id = run)
     GROUP BY run_id, kernel_id
 ), w AS (
     SELECT m.*, dev.regs_per_sm, dev.regs_per_thread_cap, dev.warps_per_sm, dev.warps_per_scheduler, dev.smem_per_sm,
+           dev.threads_per_block_cap,
            floor(dev.warps_per_sm / dev.warps_per_scheduler) AS parts,  -- (sub-partitions: registers come from each)
            ceil(m.block_size / 32) AS warps_per_block,
            CASE WHEN m.cc_num < 8 THEN 256 ELSE 128 END AS smem_unit,  -- (cuda_occupancy.h's granularity)
@@ -546,6 +549,24 @@ WITH m AS (
 ), wk AS (
     SELECT wt.*, known AND coalesce(reachable, false) AND regs_next >= 1 AND smem_next >= 0 AS ok_next
     FROM wt
+), sized AS (  -- the warps an SM holds at each block size of n whole warps, registers per thread and
+               -- shared memory per block as they are (ncu's "Impact of Varying Block Size" chart)
+    SELECT run_id, kernel_id, warps_per_block, t.n,
+           t.n * least(block_limit_blocks, block_limit_barriers, floor(warps_per_sm / t.n),
+                       occupancy_blocks_at_registers(registers_per_thread, t.n, regs_per_sm, parts),
+                       CASE WHEN smem + shared_mem_driver_bytes > 0
+                            THEN floor(smem_per_sm / (smem_unit * ceil((smem + shared_mem_driver_bytes) / smem_unit)))
+                       END) AS warps
+    FROM wk, range(1, CAST(floor(threads_per_block_cap / 32) AS BIGINT) + 1) t(n)
+    WHERE coalesce(registers_per_thread IS NOT NULL AND warps_per_block IS NOT NULL AND warps_per_sm IS NOT NULL
+                   AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND smem IS NOT NULL
+                   AND shared_mem_driver_bytes IS NOT NULL AND smem_per_sm IS NOT NULL
+                   AND block_limit_blocks IS NOT NULL, false)
+), best AS (  -- the most warps, at the block size nearest the launch's own (of two as near, the larger)
+    SELECT run_id, kernel_id, n AS best_warps_per_block, warps AS best_warps
+    FROM sized
+    QUALIFY row_number() OVER (PARTITION BY run_id, kernel_id
+                               ORDER BY warps DESC, abs(n - warps_per_block), n DESC) = 1
 )
 SELECT run_id, kernel_id, name, nvtx_path, nvtx_range,
        block_size::BIGINT AS block_size, grid_size::BIGINT AS grid_size,
@@ -587,6 +608,9 @@ SELECT run_id, kernel_id, name, nvtx_path, nvtx_range,
                           THEN format('a shared memory carveout of at least {:,} B (now {:,})', carveout_then::BIGINT,
                                       shared_mem_config_bytes::BIGINT) END), '')
             END AS next_needs,
+       CASE WHEN best_warps_per_block = warps_per_block THEN block_size::BIGINT
+            ELSE 32 * best_warps_per_block END AS best_block_size,
+       100 * best_warps / warps_per_sm AS best_block_occupancy_pct,
        nullif(concat_ws(', ',
            CASE WHEN registers_per_thread IS NULL THEN 'launch__registers_per_thread' END,
            CASE WHEN shared_mem_static_bytes IS NULL THEN 'launch__shared_mem_per_block_static' END,
@@ -605,6 +629,7 @@ SELECT run_id, kernel_id, name, nvtx_path, nvtx_range,
            CASE WHEN warps_per_sm IS NULL THEN 'device__attribute_max_warps_per_multiprocessor' END,
            CASE WHEN warps_per_scheduler IS NULL THEN 'device__attribute_max_warps_per_scheduler' END,
            CASE WHEN smem_per_sm IS NULL THEN 'device__attribute_max_shared_memory_per_multiprocessor' END,
+           CASE WHEN threads_per_block_cap IS NULL THEN 'device__attribute_max_threads_per_block' END,
            CASE WHEN shared_mem_config_bytes IS NULL THEN 'launch__shared_mem_config_size' END
        ), '') AS missing_metrics
-FROM wk;
+FROM wk LEFT JOIN best USING (run_id, kernel_id);

@@ -24,6 +24,12 @@
 -- block more per SM, and next_occupancy_pct the occupancy once both are kept (one register step
 -- down may fit several blocks more); NULL where one block more is out of reach (next_needs says
 -- why: the SM's block slots, warps or barriers at this block size), or an input is missing.
+-- best_block_size is the block size at which the SM holds the most warps with the launch's
+-- registers per thread and shared memory per block (ncu's "Impact of Varying Block Size" chart,
+-- whose blocks are whole warps up to the device's largest block): the launch's own where it
+-- holds as many, else the nearest (of two as near, the larger, as cudaOccupancyMaxPotentialBlockSize
+-- prefers larger blocks). It says what the block size alone can do; the kernel's tiling
+-- usually ties its shared memory and registers to its block size, which this holds.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)
@@ -56,6 +62,8 @@
 -- @column next_registers_per_thread_max  most registers per thread for one block more per SM
 -- @column next_shared_mem_max_bytes      most shared memory per block (static + dynamic) for one block more per SM, bytes
 -- @column next_needs                     what one block more per SM needs (registers 40 -> 32; shared memory 163,840 -> 115,712 B; a larger carveout: the driver's pick where the kernel sets no carveout preference), or why none fits
+-- @column best_block_size                threads per block at which the SM holds the most warps, registers and shared memory per block held
+-- @column best_block_occupancy_pct       theoretical occupancy at best_block_size, %
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, next_occupancy_pct, next_needs, name
 -- @requires ncu_kernels, ncu_metrics

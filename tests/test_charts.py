@@ -210,6 +210,29 @@ def test_occupancy_chart(tk):
         37.5, "registers 168 -> 80; shared memory 213,188 -> 115,712 B")
 
 
+def test_occupancy_chart_marks_a_better_block_size(tmp_path):
+    """ncu_occupancy_b's GEMM, held at 6.25 % by its shared memory per block, would hold twice the
+    warps at 256 threads a block: a diamond at 12.5 % says so (hover: the size); its polynomial
+    kernel is at its best block size already: no diamond."""
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="b")
+        spec = charts.chart(t, "occupancy", run="b").to_dict()
+    rows = [r for ds in spec_datasets(spec) for r in ds]
+    diamonds = sorted((r["label"], r["best_size"], r["best_pct"]) for r in rows if "best_size" in r)
+    assert diamonds == [("0: matmul_kernel · matmul", 256, 12.5), ("1: matmul_kernel · matmul", 256, 12.5)]
+    assert "a diamond where another block size" in " ".join(spec["title"]["subtitle"])
+
+
+@pytest.mark.skipif(chromium() is None, reason="no chromium on PATH (Debian: apt-get install chromium)")
+def test_occupancy_chart_draws_its_diamonds_in_chromium(tmp_path):
+    """In a browser: ncu_occupancy_b's two GEMM launches' diamonds are the chart's only symbols."""
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="b")
+        page = chart_marks(charts.save(charts.chart(t, "occupancy", run="b"), tmp_path / "o.html"))
+    assert page.console_errors == [] and page.exceptions == [] and page.console_warnings == []
+    assert page.value["error"] is None and page.value["marks"]["symbol"] == 2
+
+
 def test_warp_stalls_chart(tk):
     q = tk.query("warp-stalls", run="full", limit=0)
     rows = [r for ds in spec_datasets(charts.chart(tk, "warp-stalls", run="full").to_dict()) for r in ds]

@@ -145,7 +145,7 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, gr
     group=shape, per kernel name, NVTX range, grid and block), each value exactly the median,
     sum or most common value of the per-launch queries' rows of its launches (NULL where those
     have none: a report without the inputs, a range's occupancy)."""
-    checked = shapes = said = 0
+    checked = shapes = said = moved = 0
     key = ["name", "nvtx_range"] + (["grid", "block"] if group == "shape" else [])
     for run in ncu_runs:
         launches, rows = launches_of(run)
@@ -162,11 +162,15 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, gr
             assert (s["grid"], s["block"]) == (most_common(grids), most_common(blocks)), (run, name)
             for col, (q, src) in MEDIANS.items():
                 assert s[col] == duckdb_median([rows[q].get(i, {}).get(src) for i in ids]), (run, name, col)
-            nexts = [rows["occupancy"].get(i, {}).get("next_occupancy_pct") for i in ids]
             known = [rows["occupancy"].get(i, {}).get("theoretical_occupancy_pct") for i in ids]
-            want = duckdb_median(nexts) if sum(v is not None for v in nexts) == sum(v is not None for v in known) \
-                else None
-            assert s["next_occupancy_pct"] == want, (run, name)
+            for col in ("next_occupancy_pct", "best_block_occupancy_pct"):
+                nexts = [rows["occupancy"].get(i, {}).get(col) for i in ids]
+                want = duckdb_median(nexts) if sum(v is not None for v in nexts) == sum(v is not None for v in known) \
+                    else None
+                assert s[col] == want, (run, name, col)
+            best = [rows["occupancy"].get(i, {}).get("best_block_size") for i in ids]
+            assert s["best_block_size"] == most_common(best), (run, name)
+            moved += s["best_block_size"] not in (None, s["block_size"])
             for col, (q, src) in SUMS.items():
                 values = [rows[q].get(i, {}).get(src) for i in ids]
                 assert s[col] == (None if None in values else sum(values)), (run, name, col)
@@ -186,7 +190,7 @@ def test_summary_is_the_per_launch_rows_aggregated(tk, ncu_runs, launches_of, gr
         # ordered by the kernel's time, the largest first
         totals = summary["total_ns"].to_list()
         assert totals == sorted(totals, key=lambda t: (t is None, -(t or 0))), run
-    assert checked >= 60 and said >= 10
+    assert checked >= 60 and said >= 10 and moved >= 1, (checked, said, moved)
     assert (shapes > 5) == (group == "shape")  # (kernels launched at several shapes: rows of their own)
 
 

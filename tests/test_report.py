@@ -194,6 +194,7 @@ def test_ncu_report_and_a_roofline_the_report_cannot_draw(reports, store):
         occupancy = tk.query("occupancy", run="ncu_full")
     assert [t or None for t, _, _ in _column(occ, "next_needs")] == occupancy["next_needs"].to_list()
     assert occupancy["next_needs"][1] == "registers 40 -> 32" and occupancy["next_occupancy_pct"][1] == 100
+    assert [int(v) for _, v, _ in _column(occ, "best_block_size")] == occupancy["best_block_size"].to_list()
     # each launch's memory level, as the query names it
     (hier,) = page.sections["hierarchical-roofline"]
     with tracekit.open(store, read_only=True) as tk:

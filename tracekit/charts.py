@@ -130,12 +130,12 @@ MAX_BARS = 24
 
 def _fold_repeats(df: pl.DataFrame) -> pl.DataFrame:
     """Past MAX_BARS launches, one bar per (kernel, NVTX range, limiter, what one block more
-    needs): mean occupancy, labelled with the first launch id and the number of launches folded
-    into it."""
+    needs, the best block size): mean occupancy, labelled with the first launch id and the number
+    of launches folded into it."""
     if df.height <= MAX_BARS:
         return df
-    keys = [c for c in ("run_id", "name", "nvtx_range", "limiter", "next_needs") if c in df.columns]
-    nexts = [pl.col("next_occupancy_pct").mean()] if "next_occupancy_pct" in df.columns else []
+    keys = [c for c in ("run_id", "name", "nvtx_range", "limiter", "next_needs", "best_block_size") if c in df.columns]
+    nexts = [pl.col(c).mean() for c in ("next_occupancy_pct", "best_block_occupancy_pct") if c in df.columns]
     return (
         df.group_by(keys, maintain_order=True)
         .agg(
@@ -650,7 +650,7 @@ OCCUPANCY_STEP = 34
 def occupancy(df: pl.DataFrame) -> alt.LayerChart:
     """Theoretical vs achieved occupancy per launch, with the binding block limit and, as a tick
     on the theoretical bar, the occupancy one block more per SM would give (its tooltip: what it
-    needs)."""
+    needs), and as a diamond the occupancy at the best block size where that alone raises it."""
     _need(
         df,
         "occupancy",
@@ -733,8 +733,26 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
                                  alt.Tooltip("next_pct:Q", title="one block more per SM [%]", format=".1f"),
                                  alt.Tooltip("needs:N", title="it needs")])
             )
+    ticked = len(layers) > 3
+    if "best_block_size" in df.columns:
+        better = [{"label": r["label"], "name": r["name"], "best_pct": r["best_block_occupancy_pct"],
+                   "best_size": r["best_block_size"]}
+                  for r in df.iter_rows(named=True)
+                  if r["best_block_occupancy_pct"] is not None and r["theoretical_occupancy_pct"] is not None
+                  and r["best_block_occupancy_pct"] > r["theoretical_occupancy_pct"]]
+        if better:
+            layers.append(
+                alt.Chart(_data(better))
+                .mark_point(shape="diamond", filled=True, color="#e6550d", size=70)
+                .encode(y=y, yOffset=alt.YOffset(datum="theoretical"), x=alt.X("best_pct:Q"),
+                        tooltip=[alt.Tooltip("name:N", title="kernel"),
+                                 alt.Tooltip("best_size:Q", title="best block size [threads]"),
+                                 alt.Tooltip("best_pct:Q", title="occupancy there [%]", format=".1f")])
+            )
     subtitle = "theoretical vs achieved; red: the block limit that binds" + (
-        ", and a tick where one block more per SM would be (hover: what it needs)" if len(layers) > 3 else "")
+        ", and a tick where one block more per SM would be (hover: what it needs)" if ticked else "") + (
+        "; a diamond where another block size alone would put it (registers and shared memory per block held)"
+        if len(layers) > 3 + ticked else "")
     return alt.layer(*layers).properties(
         width=WIDTH - 200,
         height=alt.Step(OCCUPANCY_STEP),

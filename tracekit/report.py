@@ -403,11 +403,14 @@ NCU = (
             "hierarchical-roofline -p precision=fp32: one precision's work against its ceiling)."),
     Section("occupancy", "Occupancy", "occupancy", {"limit": 0}, "occupancy",
             ("kernel_id", "name", "theoretical_occupancy_pct", "achieved_occupancy_pct", "limiter",
-             "next_occupancy_pct", "next_needs", "registers_per_thread", "block_size", "grid_size", "waves_per_sm"),
+             "next_occupancy_pct", "next_needs", "registers_per_thread", "block_size", "best_block_size",
+             "best_block_occupancy_pct", "grid_size", "waves_per_sm"),
             "Theoretical and achieved occupancy per launch; limiter: the per-SM block limit that binds "
             "(none at 100 % theoretical occupancy, where no limit holds it back); next_needs: what one block "
             "more per SM needs (fewer registers, less shared memory, a larger carveout) or why none fits, and "
-            "next_occupancy_pct the occupancy then, by the rules of NVIDIA's occupancy calculator."),
+            "next_occupancy_pct the occupancy then; best_block_size: the block size at which the SM would hold "
+            "the most warps with the launch's registers and shared memory per block (its own where none holds "
+            "more), best_block_occupancy_pct the occupancy there; by the rules of NVIDIA's occupancy calculator."),
     Section("speed-of-light", "Speed of light", "speed-of-light", {"limit": 0}, None,
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),

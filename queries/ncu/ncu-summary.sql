@@ -7,8 +7,9 @@
 -- grid size, the limiter, the precision and the bound are the value most launches have
 -- (ties: the first launch's), and varies names those that differ between the launches,
 -- with their values. next_needs is most launches' too, a launch that needs nothing (at 100 %)
--- counted as one (not in varies: it follows from the settings that are); next_occupancy_pct
--- is the median where every launch has one, else NULL. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
+-- counted as one (not in varies: it follows from the settings that are), and so is
+-- best_block_size; next_occupancy_pct and best_block_occupancy_pct are the median where every
+-- launch has one, else NULL. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
 -- ceiling: how close to a roof a kernel with no floating-point work (bound no_fp_work,
 -- roof_pct NULL) is; for a memory-bound launch it is roof_pct (to rounding). roof_limiter is
 -- the level whose roof bounds the launch in query hierarchical-roofline (in its dominant
@@ -40,6 +41,8 @@
 -- @column limiter                    the binding occupancy limit(s), as occupancy names them (most launches')
 -- @column next_occupancy_pct         median theoretical occupancy with one block more per SM, as occupancy says, % (NULL unless every launch has it)
 -- @column next_needs                 what one block more per SM needs, or why none fits, as occupancy says (most launches'; NULL: most need nothing)
+-- @column best_block_size            threads per block at which the SM holds the most warps, registers and shared memory per block held, as occupancy says (most launches')
+-- @column best_block_occupancy_pct   median theoretical occupancy at best_block_size, as occupancy says, % (NULL unless every launch has it)
 -- @column sm_throughput_pct          median Compute (SM) Throughput (sm__throughput), % of peak
 -- @column memory_throughput_pct      median Memory Throughput (gpu__compute_memory_throughput), % of peak
 -- @column dram_throughput_pct        median DRAM Throughput (gpu__dram_throughput), % of peak
@@ -75,7 +78,7 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
            -- (occupancy is a kernel launch's: the query leaves ranges and graphs out)
            CASE WHEN r.workload = 'kernel' THEN r.theoretical_occupancy_pct END AS theoretical_occupancy_pct,
            CASE WHEN r.workload = 'kernel' THEN r.achieved_occupancy_pct END AS achieved_occupancy_pct,
-           o.limiter, o.next_occupancy_pct, o.next_needs,
+           o.limiter, o.next_occupancy_pct, o.next_needs, o.best_block_size, o.best_block_occupancy_pct,
            r.sm_throughput_pct, r.memory_throughput_pct, r.dram_throughput_pct, h.l1_hit_rate_pct, h.l2_hit_rate_pct,
            r.dram_bytes, r.dram_bytes_per_s, r.flop, r.flops_per_s, r.ai_dram, r.precision, r.roof_pct, r.bound,
            r.level_limiter AS roof_limiter,
@@ -103,6 +106,9 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
        CASE WHEN count(next_occupancy_pct) = count(theoretical_occupancy_pct) THEN median(next_occupancy_pct)
             END AS next_occupancy_pct,  -- (a launch at 100 % has none: no median of the others)
        nullif(most_common(list(coalesce(next_needs, '') ORDER BY kernel_id)), '') AS next_needs,
+       most_common(list(best_block_size ORDER BY kernel_id)) AS best_block_size,
+       CASE WHEN count(best_block_occupancy_pct) = count(theoretical_occupancy_pct) THEN median(best_block_occupancy_pct)
+            END AS best_block_occupancy_pct,
        median(sm_throughput_pct) AS sm_throughput_pct, median(memory_throughput_pct) AS memory_throughput_pct,
        median(dram_throughput_pct) AS dram_throughput_pct,
        median(l1_hit_rate_pct) AS l1_hit_rate_pct, median(l2_hit_rate_pct) AS l2_hit_rate_pct,

@@ -549,24 +549,27 @@ WITH m AS (
 ), wk AS (
     SELECT wt.*, known AND coalesce(reachable, false) AND regs_next >= 1 AND smem_next >= 0 AS ok_next
     FROM wt
-), sized AS (  -- the warps an SM holds at each block size of n whole warps, registers per thread and
-               -- shared memory per block as they are (ncu's "Impact of Varying Block Size" chart)
-    SELECT run_id, kernel_id, warps_per_block, t.n,
-           t.n * least(block_limit_blocks, block_limit_barriers, floor(warps_per_sm / t.n),
-                       occupancy_blocks_at_registers(registers_per_thread, t.n, regs_per_sm, parts),
-                       CASE WHEN smem + shared_mem_driver_bytes > 0
-                            THEN floor(smem_per_sm / (smem_unit * ceil((smem + shared_mem_driver_bytes) / smem_unit)))
-                       END) AS warps
-    FROM wk, range(1, CAST(floor(threads_per_block_cap / 32) AS BIGINT) + 1) t(n)
-    WHERE coalesce(registers_per_thread IS NOT NULL AND warps_per_block IS NOT NULL AND warps_per_sm IS NOT NULL
-                   AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND smem IS NOT NULL
-                   AND shared_mem_driver_bytes IS NOT NULL AND smem_per_sm IS NOT NULL
-                   AND block_limit_blocks IS NOT NULL, false)
+), ws AS (  -- the warps an SM holds at each block size of n = 1, 2, ... whole warps, registers per thread
+            -- and shared memory per block as they are (ncu's "Impact of Varying Block Size" chart)
+    SELECT wk.*,
+           CASE WHEN coalesce(registers_per_thread IS NOT NULL AND warps_per_block IS NOT NULL AND warps_per_sm IS NOT NULL
+                              AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND smem IS NOT NULL
+                              AND shared_mem_driver_bytes IS NOT NULL AND smem_per_sm IS NOT NULL
+                              AND block_limit_blocks IS NOT NULL, false)
+                THEN list_transform(range(1, CAST(floor(threads_per_block_cap / 32) AS BIGINT) + 1), lambda n:
+                         n * least(block_limit_blocks, block_limit_barriers, floor(warps_per_sm / n),
+                                   occupancy_blocks_at_registers(registers_per_thread, n, regs_per_sm, parts),
+                                   CASE WHEN smem + shared_mem_driver_bytes > 0
+                                        THEN floor(smem_per_sm / (smem_unit * ceil((smem + shared_mem_driver_bytes)
+                                                                                   / smem_unit))) END))
+           END AS warps_at
+    FROM wk
 ), best AS (  -- the most warps, at the block size nearest the launch's own (of two as near, the larger)
-    SELECT run_id, kernel_id, n AS best_warps_per_block, warps AS best_warps
-    FROM sized
-    QUALIFY row_number() OVER (PARTITION BY run_id, kernel_id
-                               ORDER BY warps DESC, abs(n - warps_per_block), n DESC) = 1
+    SELECT ws.*, list_max(warps_at) AS best_warps,
+           -list_min(list_transform(list_filter(range(1, len(warps_at) + 1), lambda n: warps_at[n] = list_max(warps_at)),
+                                    lambda n: {'far': abs(n - warps_per_block), 'larger': -n})).larger
+               AS best_warps_per_block
+    FROM ws
 )
 SELECT run_id, kernel_id, name, nvtx_path, nvtx_range,
        block_size::BIGINT AS block_size, grid_size::BIGINT AS grid_size,
@@ -632,4 +635,4 @@ SELECT run_id, kernel_id, name, nvtx_path, nvtx_range,
            CASE WHEN threads_per_block_cap IS NULL THEN 'device__attribute_max_threads_per_block' END,
            CASE WHEN shared_mem_config_bytes IS NULL THEN 'launch__shared_mem_config_size' END
        ), '') AS missing_metrics
-FROM wk LEFT JOIN best USING (run_id, kernel_id);
+FROM best;

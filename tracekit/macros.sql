@@ -60,13 +60,6 @@ CREATE OR REPLACE TEMP MACRO ncu_kernel_asked(query, run, kernel) AS
                                || 'lists them)') END
         FROM ncu_kernels WHERE (run IS NULL OR run_id = run) AND contains(lower(name), lower(kernel)));
 
--- The value most of a list's elements have, ties to the one that comes first (NULLs
--- ignored; NULL when all are): a kernel's launch setting over its launches (ncu-summary),
--- deterministic where DuckDB's mode() is not.
-CREATE OR REPLACE TEMP MACRO most_common(l) AS (
-    SELECT v FROM (SELECT unnest(l) AS v, generate_subscripts(l, 1) AS i) WHERE v IS NOT NULL
-    GROUP BY v ORDER BY count(*) DESC, min(i) LIMIT 1);
-
 -- 'what: a / b' naming the distinct values of a list (ascending, NULLs ignored) where it holds
 -- more than one, else NULL: which launch settings differ between a kernel's launches.
 CREATE OR REPLACE TEMP MACRO values_differ(what, l) AS

@@ -91,22 +91,22 @@ WITH hit AS (  -- memory-workload's L1/TEX and L2 hit rates
       AND ncu_kernel_asked('ncu-summary', $run, $kernel)
 )
 SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launches,
-       most_common(list(grid ORDER BY kernel_id)) AS grid, most_common(list(block ORDER BY kernel_id)) AS block,
+       mode(grid ORDER BY kernel_id) AS grid, mode(block ORDER BY kernel_id) AS block,
        -- sums in launch order (the same sum however the rows arrive), only where every launch
        -- has the value (a partial sum would read as the total)
        CASE WHEN count(duration_ns) = count(*) THEN list_sum(list(duration_ns ORDER BY kernel_id)) END AS total_ns,
        median(duration_ns) AS duration_ns, median(elapsed_cycles) AS elapsed_cycles,
        median(sm_active_cycles) AS sm_active_cycles, median(sm_frequency_hz) AS sm_frequency_hz,
-       most_common(list(registers_per_thread ORDER BY kernel_id)) AS registers_per_thread,
-       most_common(list(block_size ORDER BY kernel_id)) AS block_size,
-       most_common(list(grid_size ORDER BY kernel_id)) AS grid_size,
+       mode(registers_per_thread ORDER BY kernel_id) AS registers_per_thread,
+       mode(block_size ORDER BY kernel_id) AS block_size,
+       mode(grid_size ORDER BY kernel_id) AS grid_size,
        median(theoretical_occupancy_pct) AS theoretical_occupancy_pct,
        median(achieved_occupancy_pct) AS achieved_occupancy_pct,
-       most_common(list(limiter ORDER BY kernel_id)) AS limiter,
+       mode(limiter ORDER BY kernel_id) AS limiter,
        CASE WHEN count(next_occupancy_pct) = count(theoretical_occupancy_pct) THEN median(next_occupancy_pct)
             END AS next_occupancy_pct,  -- (a launch at 100 % has none: no median of the others)
-       nullif(most_common(list(coalesce(next_needs, '') ORDER BY kernel_id)), '') AS next_needs,
-       most_common(list(best_block_size ORDER BY kernel_id)) AS best_block_size,
+       nullif(mode(coalesce(next_needs, '') ORDER BY kernel_id), '') AS next_needs,
+       mode(best_block_size ORDER BY kernel_id) AS best_block_size,
        CASE WHEN count(best_block_occupancy_pct) = count(theoretical_occupancy_pct) THEN median(best_block_occupancy_pct)
             END AS best_block_occupancy_pct,
        median(sm_throughput_pct) AS sm_throughput_pct, median(memory_throughput_pct) AS memory_throughput_pct,
@@ -116,10 +116,10 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
        median(dram_bytes_per_s) AS dram_bytes_per_s,
        CASE WHEN count(flop) = count(*) THEN list_sum(list(flop ORDER BY kernel_id)) END AS flop,
        median(flops_per_s) AS flops_per_s, median(ai_dram) AS ai_dram,
-       most_common(list(precision ORDER BY kernel_id)) AS precision,
+       mode(precision ORDER BY kernel_id) AS precision,
        median(roof_pct) AS roof_pct,
-       most_common(list(bound ORDER BY kernel_id)) AS bound,
-       most_common(list(roof_limiter ORDER BY kernel_id)) AS roof_limiter,
+       mode(bound ORDER BY kernel_id) AS bound,
+       mode(roof_limiter ORDER BY kernel_id) AS roof_limiter,
        median(dram_roof_pct) AS dram_roof_pct,
        nullif(concat_ws('; ',
            values_differ('registers_per_thread', list(registers_per_thread)),

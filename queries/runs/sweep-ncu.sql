@@ -49,8 +49,8 @@ per_kernel AS (
            count(*) AS launches, sum(m.duration_ns) AS total_ns, median(m.duration_ns) AS duration_ns,
            median(m.sm_throughput_pct) AS sm_throughput_pct, median(m.dram_throughput_pct) AS dram_throughput_pct,
            median(m.achieved_occupancy_pct) AS achieved_occupancy_pct,
-           most_common(list(m.registers_per_thread ORDER BY m.kernel_id))::BIGINT AS registers_per_thread,
-           most_common(list(m.grid_size ORDER BY m.kernel_id))::BIGINT AS grid_size
+           mode(m.registers_per_thread ORDER BY m.kernel_id)::BIGINT AS registers_per_thread,
+           mode(m.grid_size ORDER BY m.kernel_id)::BIGINT AS grid_size
     FROM found, points p
     JOIN ncu_kernel_metrics m ON m.run_id = p.run_id
     WHERE found.ok AND ($kernel IS NULL OR contains(lower(m.name), lower($kernel)))

@@ -13,8 +13,10 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import spec_datasets
 
 import tracekit
+from tracekit import charts
 
 DATA = Path(__file__).parent / "data"
 SWEEP = DATA / "command_sweep" / "ncu" / "runs"
@@ -53,10 +55,19 @@ def curves(report: Path, metric: str = "launch__occupancy_per_register_count") -
     return out
 
 
+#: ncu's metrics the tests read beside the query's columns -> their names in a row
+DEVICE = {"launch__shared_mem_per_block_allocated": "allocated",
+          "device__attribute_max_shared_memory_per_multiprocessor": "smem_per_sm",
+          "device__attribute_max_registers_per_multiprocessor": "regs_per_sm",
+          "device__attribute_max_warps_per_multiprocessor": "warps_per_sm",
+          "device__attribute_max_warps_per_scheduler": "warps_per_scheduler"}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """name -> (the occupancy query's rows by kernel_id, each with ncu's shared memory allocated per
-    block and the SM's largest carveout, ncu's register curves by kernel_id)."""
+    block, the SM's largest carveout, registers and warps, and ncu's block size curve
+    (``block_curve``), ncu's register curves by kernel_id)."""
     d = tmp_path_factory.mktemp("occupancy")
     out = {}
     with tracekit.open(d / "s.duckdb") as tk:
@@ -66,11 +77,14 @@ def runs(tmp_path_factory):
             tk.ingest(plain, name=name)
             rows = {r["kernel_id"]: r for r in tk.query("occupancy", run=name).iter_rows(named=True)}
             for kid, metric, value in tk.sql(
-                    "SELECT kernel_id, metric, value FROM ncu_metrics WHERE metric IN "
-                    "('launch__shared_mem_per_block_allocated', 'device__attribute_max_shared_memory_per_multiprocessor')"
-                    " AND run_id = (SELECT run_id FROM runs WHERE name = ?)", params=[name]).iter_rows():
+                    "SELECT kernel_id, metric, value FROM ncu_metrics WHERE metric IN (" + ", ".join(
+                        f"'{m}'" for m in DEVICE) + ") AND run_id = (SELECT run_id FROM runs WHERE name = ?)",
+                    params=[name]).iter_rows():
                 if kid in rows:
-                    rows[kid]["allocated" if metric.startswith("launch") else "smem_per_sm"] = value
+                    rows[kid][DEVICE[metric]] = value
+            for kid, curve in curves(plain, "launch__occupancy_per_block_size").items():
+                if kid in rows:
+                    rows[kid]["block_curve"] = curve
             out[name] = rows, curves(plain)
     return out
 
@@ -208,7 +222,8 @@ def test_a_page_without_the_device_attributes_names_them(tmp_path):
         df = tk.query("occupancy", run="details")
     assert df["blocks_per_sm"].is_not_null().all()
     for col in ("registers_per_thread_max", "shared_mem_max_bytes", "next_occupancy_pct",
-                "next_registers_per_thread_max", "next_shared_mem_max_bytes", "next_needs"):
+                "next_registers_per_thread_max", "next_shared_mem_max_bytes", "next_needs", "best_block_size",
+                "best_block_occupancy_pct"):
         assert df[col].is_null().all(), col
     assert all("device__attribute_max_registers_per_multiprocessor" in m for m in df["missing_metrics"])
 
@@ -222,12 +237,14 @@ def test_a_zero_block_limit_is_no_error(tmp_path):
                        "AND metric = 'launch__occupancy_limit_shared_mem'")
         df = tk.query("occupancy", run="levels")
     assert df.height == 4 and df["next_needs"][2] is None and df["registers_per_thread_max"][2] is None
+    assert df["best_block_size"][2] is None and df["best_block_size"][3] == df["block_size"][3]
     assert df["next_needs"][3] == "registers 36 -> 32"
 
 
+
 def nearest_best(curve: dict[int, float], own: int) -> tuple[int, float]:
-    """The block size of whole warps at which ``curve`` (ncu's warps per SM by block size) is
-    highest, the launch's own where it is as high, else the nearest (of two as near, the larger);
+    """The block size of whole warps at which ``curve`` (warps per SM by block size) is highest:
+    the launch's own where it is as high, else the nearest in warps (of two as near, the larger);
     and the warps there."""
     sizes = [s for s in curve if s % 32 == 0]
     top = max(curve[s] for s in sizes)
@@ -238,36 +255,44 @@ def nearest_best(curve: dict[int, float], own: int) -> tuple[int, float]:
     return best, top
 
 
-def test_the_best_block_size_is_where_ncus_block_size_curve_peaks(runs, tmp_path):
-    """best_block_size against ncu's own "Impact of Varying Block Size" curve (warps per SM at each
-    block size, the launch's registers and shared memory per block held): where the launch's
-    carveout allows as many blocks by shared memory as the SM's largest, the column is the curve's
-    peak nearest the launch's own block size and best_block_occupancy_pct the curve's occupancy
-    there; where a larger carveout allows more, the query's occupancy is at least the curve's."""
-    exact = moved = larger = 0
-    for name, (rows, _) in runs.items():
-        plain = tmp_path / f"{name}.ncu-rep"
-        plain.write_bytes(lzma.decompress(REPORTS[name].read_bytes()))
-        by_size = curves(plain, "launch__occupancy_per_block_size")
-        for kid, row in rows.items():
-            curve = by_size[kid]
-            assert max(curve) == 1024 and all(32 * n in curve for n in range(1, 33)), (name, kid)
-            own = row["block_size"]
-            assert curve[32 * math.ceil(own / 32)] == row["theoretical_warps_per_sm"], (name, kid)
-            assert row["best_block_size"] is not None, (name, kid)
-            best, warps = nearest_best(curve, own)
-            at_top = row["smem_per_sm"] // row["allocated"] if row["allocated"] else math.inf
-            if at_top == row["block_limit_shared_mem"] or min(at_top, row["block_limit_shared_mem"]) >= \
-                    row["block_limit_blocks"]:
-                assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (best, 100 * warps / 64), (
-                    name, kid, row["best_block_size"], best)
-                exact += 1
-                moved += best != own
-            else:
-                assert row["best_block_occupancy_pct"] >= 100 * warps / 64, (name, kid)
-                larger += 1
-    assert exact >= 100 and moved >= 5 and larger >= 10, (exact, moved, larger)
+def block_size_curve(row: dict, smem_blocks: float) -> dict[int, int]:
+    """Warps per SM at each block size of whole warps up to 1,024 threads, by cuda_occupancy.h's
+    rules, the launch's registers per thread held and its shared memory allowing ``smem_blocks``
+    blocks: registers per warp in units of 256 from each sub-partition, the SM's warps, its block
+    slots and its barriers."""
+    parts = row["warps_per_sm"] // row["warps_per_scheduler"]
+    per_warp = 256 * math.ceil(row["registers_per_thread"] / 8)
+    out = {}
+    for n in range(1, 33):
+        by_regs = (row["regs_per_sm"] // parts // per_warp) * parts // n if per_warp else math.inf
+        out[32 * n] = n * min(row["block_limit_blocks"], row["block_limit_barriers"], row["warps_per_sm"] // n,
+                              by_regs, smem_blocks)
+    return out
 
+
+def test_the_block_size_rule_is_ncus_curve_and_its_peak_the_best_block_size(runs):
+    """The rule the query's best_block_* follow, at the launch's own carveout (the blocks its shared
+    memory allows there: ncu's block limit), is ncu's own "Impact of Varying Block Size" curve at
+    every block size of whole warps, on every launch. At the SM's largest carveout (the query's,
+    as for next_*), the same rule's peak nearest the launch's own block size is best_block_size,
+    and its occupancy best_block_occupancy_pct. On these reports ncu's own curve peaks at the same
+    block size."""
+    launches = moved = carveout = 0
+    for name, (rows, _) in runs.items():
+        for kid, row in rows.items():
+            ncu = row["block_curve"]
+            assert max(ncu) == 1024, (name, kid)
+            own = block_size_curve(row, row["block_limit_shared_mem"])
+            assert own == {size: ncu[size] for size in own}, (name, kid)
+            top_blocks = row["smem_per_sm"] // row["allocated"] if row["allocated"] else math.inf
+            top = block_size_curve(row, top_blocks)
+            best, warps = nearest_best(top, row["block_size"])
+            assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (best, 100 * warps / 64), (name, kid)
+            assert nearest_best(ncu, row["block_size"])[0] == best, (name, kid)
+            launches += 1
+            moved += best != row["block_size"]
+            carveout += top != own
+    assert launches >= 110 and moved >= 5 and carveout >= 10, (launches, moved, carveout)
 
 def test_more_warps_per_block_hold_more_of_a_gemm_held_by_its_shared_memory(runs):
     """ncu_occupancy_b's Triton GEMM holds one block of 4 warps per SM by its 128 kB of shared memory,
@@ -288,18 +313,44 @@ def test_more_warps_per_block_hold_more_of_a_gemm_held_by_its_shared_memory(runs
 
 def test_of_two_block_sizes_as_near_the_larger(tmp_path):
     """ncu_occupancy_a's polynomial kernel (22 registers, no shared memory) made a launch of 96
-    threads, 21 blocks of 3 warps by the SM's 64 warps (98.4 %; the limits as ncu would give
-    them): 64 and 128
-    threads both fill the SM and are as near; the column is 128, the larger, as
-    cudaOccupancyMaxPotentialBlockSize prefers."""
+    threads, 21 blocks of 3 warps by the SM's 64 warps (98.4 %; the limits as ncu would give them):
+    64 and 128 threads both fill the SM and are as near; the column is 128, the larger, as
+    cudaOccupancyMaxPotentialBlockSize prefers. At 100 threads (4 warps, the last one part-filled)
+    the launch holds as many warps as 128 would: its own size stays."""
+    def launch(threads: int, warps_limit: int, registers_limit: int, warps: int) -> dict:
+        for metric, value in (("launch__block_size", threads), ("launch__occupancy_limit_warps", warps_limit),
+                              ("launch__occupancy_limit_registers", registers_limit),  # (84 warps' registers)
+                              ("sm__maximum_warps_per_active_cycle_pct", 100 * warps / 64),
+                              ("sm__maximum_warps_avg_per_active_cycle", warps)):
+            tk.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = ? AND metric = ?", [value, kid, metric])
+        return tk.query("occupancy", run="a", kernel="poly").row(0, named=True)
+
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         tk.ingest(REPORTS["occupancy_a"], name="a")
         kid = tk.query("occupancy", run="a", kernel="poly")["kernel_id"][0]
-        for metric, value in (("launch__block_size", 96), ("launch__occupancy_limit_warps", 21),
-                              ("launch__occupancy_limit_registers", 28),  # (84 warps' registers)
-                              ("sm__maximum_warps_per_active_cycle_pct", 100 * 63 / 64),
-                              ("sm__maximum_warps_avg_per_active_cycle", 63)):
-            tk.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = ? AND metric = ?", [value, kid, metric])
-        row = tk.query("occupancy", run="a", kernel="poly").row(0, named=True)
+        row = launch(96, 21, 28, 63)
+        part_filled = launch(100, 16, 21, 64)
     assert (row["block_size"], row["blocks_per_sm"], row["limiter"]) == (96, 21, "warps")
     assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (128, 100.0)
+    assert (part_filled["best_block_size"], part_filled["best_block_occupancy_pct"]) == (100, 100.0)
+
+
+def test_the_best_block_size_counts_the_largest_carveout(tmp_path):
+    """ncu_occupancy_b's GEMM made one of 100,000 bytes of shared memory a block at a carveout of
+    132 kB, one block (4 warps) per SM by it, where the SM's largest (228 kB) holds two, as many as
+    its registers allow: at the largest carveout its own block size holds 8 warps, which no other
+    does more, so best_block_size stays its own (at its own carveout 256 threads would hold 8) and
+    next_needs names the carveout. The occupancy chart draws no diamond for it."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(REPORTS["occupancy_b"], name="b")
+        for metric, value in (("launch__shared_mem_per_block_dynamic", 100_000),
+                              ("launch__shared_mem_config_size", 135_168),
+                              ("launch__occupancy_limit_shared_mem", 1)):
+            tk.con.execute("UPDATE ncu_metrics SET value = ? WHERE kernel_id = 0 AND metric = ?", [value, metric])
+        row = tk.query("occupancy", run="b").row(0, named=True)
+        spec = charts.chart(tk, "occupancy", run="b").to_dict()
+    assert (row["block_size"], row["blocks_per_sm"], row["theoretical_occupancy_pct"]) == (128, 1, 6.25)
+    assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (128, 12.5)
+    assert row["next_needs"] == "a shared memory carveout of at least 202,240 B (now 135,168)"
+    diamonds = [r["label"] for ds in spec_datasets(spec) for r in ds if "best_size" in r]
+    assert diamonds == ["1: matmul_kernel · matmul"]

@@ -134,7 +134,8 @@ def _fold_repeats(df: pl.DataFrame) -> pl.DataFrame:
     of launches folded into it."""
     if df.height <= MAX_BARS:
         return df
-    keys = [c for c in ("run_id", "name", "nvtx_range", "limiter", "next_needs", "best_block_size") if c in df.columns]
+    keys = [c for c in ("run_id", "name", "nvtx_range", "limiter", "next_needs", "block_size", "best_block_size")
+            if c in df.columns]
     nexts = [pl.col(c).mean() for c in ("next_occupancy_pct", "best_block_occupancy_pct") if c in df.columns]
     return (
         df.group_by(keys, maintain_order=True)
@@ -734,12 +735,14 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
                                  alt.Tooltip("needs:N", title="it needs")])
             )
     ticked = len(layers) > 3
-    if "best_block_size" in df.columns:
-        better = [{"label": r["label"], "name": r["name"], "best_pct": r["best_block_occupancy_pct"],
+    if "best_block_size" in df.columns and "block_size" in df.columns:
+        # (the query moves off the launch's own block size only for more warps: where it stays, no
+        # diamond, even where the largest carveout would hold more than the launch's own does)
+        better = [{"label": r["label"], "name": r["name"], "best_pct": r.get("best_block_occupancy_pct"),
                    "best_size": r["best_block_size"]}
                   for r in df.iter_rows(named=True)
-                  if r["best_block_occupancy_pct"] is not None and r["theoretical_occupancy_pct"] is not None
-                  and r["best_block_occupancy_pct"] > r["theoretical_occupancy_pct"]]
+                  if r["best_block_size"] is not None and r.get("best_block_occupancy_pct") is not None
+                  and r["best_block_size"] != r["block_size"]]
         if better:
             layers.append(
                 alt.Chart(_data(better))

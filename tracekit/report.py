@@ -409,8 +409,8 @@ NCU = (
             "(none at 100 % theoretical occupancy, where no limit holds it back); next_needs: what one block "
             "more per SM needs (fewer registers, less shared memory, a larger carveout) or why none fits, and "
             "next_occupancy_pct the occupancy then; best_block_size: the block size at which the SM would hold "
-            "the most warps with the launch's registers and shared memory per block (its own where none holds "
-            "more), best_block_occupancy_pct the occupancy there; by the rules of NVIDIA's occupancy calculator."),
+            "the most warps with the launch's registers and shared memory per block at the SM's largest carveout "
+            "(its own where none holds more), best_block_occupancy_pct the occupancy there; by the rules of NVIDIA's occupancy calculator."),
     Section("speed-of-light", "Speed of light", "speed-of-light", {"limit": 0}, None,
             ("kernel_id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "dram_throughput_pct", "l1_throughput_pct", "l2_throughput_pct"),

@@ -555,7 +555,7 @@ WITH m AS (
            CASE WHEN coalesce(registers_per_thread IS NOT NULL AND warps_per_block IS NOT NULL AND warps_per_sm IS NOT NULL
                               AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND smem IS NOT NULL
                               AND shared_mem_driver_bytes IS NOT NULL AND smem_per_sm IS NOT NULL
-                              AND block_limit_blocks IS NOT NULL, false)
+                              AND block_limit_blocks IS NOT NULL AND blocks IS NOT NULL, false)
                 THEN list_transform(range(1, CAST(floor(threads_per_block_cap / 32) AS BIGINT) + 1), lambda n:
                          n * least(block_limit_blocks, block_limit_barriers, floor(warps_per_sm / n),
                                    occupancy_blocks_at_registers(registers_per_thread, n, regs_per_sm, parts),
@@ -564,7 +564,8 @@ WITH m AS (
                                                                                    / smem_unit))) END))
            END AS warps_at
     FROM wk
-), best AS (  -- the most warps, at the block size nearest the launch's own (of two as near, the larger)
+), best AS (  -- the most warps, at the block size nearest the launch's own in whole warps (of two as
+              -- near, the larger)
     SELECT ws.*, list_max(warps_at) AS best_warps,
            -list_min(list_transform(list_filter(range(1, len(warps_at) + 1), lambda n: warps_at[n] = list_max(warps_at)),
                                     lambda n: {'far': abs(n - warps_per_block), 'larger': -n})).larger

@@ -7,9 +7,9 @@
 -- grid size, the limiter, the precision and the bound are the value most launches have
 -- (ties: the first launch's), and varies names those that differ between the launches,
 -- with their values. next_needs is most launches' too, a launch that needs nothing (at 100 %)
--- counted as one (not in varies: it follows from the settings that are), and so is
--- best_block_size; next_occupancy_pct and best_block_occupancy_pct are the median where every
--- launch has one, else NULL. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
+-- counted as one (not in varies: it follows from the settings that are); best_block_size is
+-- most launches' (of those that have one), not in varies either; next_occupancy_pct and
+-- best_block_occupancy_pct are the median where every launch has one, else NULL. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
 -- ceiling: how close to a roof a kernel with no floating-point work (bound no_fp_work,
 -- roof_pct NULL) is; for a memory-bound launch it is roof_pct (to rounding). roof_limiter is
 -- the level whose roof bounds the launch in query hierarchical-roofline (in its dominant
@@ -107,7 +107,7 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
             END AS next_occupancy_pct,  -- (a launch at 100 % has none: no median of the others)
        nullif(mode(coalesce(next_needs, '') ORDER BY kernel_id), '') AS next_needs,
        mode(best_block_size ORDER BY kernel_id) AS best_block_size,
-       CASE WHEN count(best_block_occupancy_pct) = count(theoretical_occupancy_pct) THEN median(best_block_occupancy_pct)
+       CASE WHEN count(best_block_occupancy_pct) = count(*) THEN median(best_block_occupancy_pct)
             END AS best_block_occupancy_pct,
        median(sm_throughput_pct) AS sm_throughput_pct, median(memory_throughput_pct) AS memory_throughput_pct,
        median(dram_throughput_pct) AS dram_throughput_pct,

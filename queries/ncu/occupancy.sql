@@ -25,11 +25,16 @@
 -- down may fit several blocks more); NULL where one block more is out of reach (next_needs says
 -- why: the SM's block slots, warps or barriers at this block size), or an input is missing.
 -- best_block_size is the block size at which the SM holds the most warps with the launch's
--- registers per thread and shared memory per block (ncu's "Impact of Varying Block Size" chart,
--- whose blocks are whole warps up to the device's largest block): the launch's own where it
--- holds as many, else the nearest (of two as near, the larger, as cudaOccupancyMaxPotentialBlockSize
--- prefers larger blocks). It says what the block size alone can do; the kernel's tiling
--- usually ties its shared memory and registers to its block size, which this holds.
+-- registers per thread and shared memory per block, at the SM's largest carveout as above (ncu's
+-- "Impact of Varying Block Size" chart, whose blocks are whole warps up to the device's largest
+-- block, holds the launch's own carveout, so it can peak lower): the launch's own where it holds
+-- as many, else the nearest in whole warps (of two as near, the larger, as
+-- cudaOccupancyMaxPotentialBlockSize prefers larger blocks); NULL where a block limit is 0 (the
+-- launch could not run as configured) or an input is missing. It says what the block size alone
+-- can do: a kernel's tiling usually ties its shared memory and registers to its block size, a
+-- kernel compiled for a block size (__launch_bounds__, warp specialisation, thread block
+-- clusters) cannot take another, and a grid of less than one wave (waves_per_sm < 1) does not
+-- fill the SMs whatever they could hold.
 -- @param run     TEXT     run id or name, or 'all' (default: latest run)
 -- @param kernel  TEXT     only launches whose kernel name contains this text, case-insensitive (default: null)
 -- @param limit   INTEGER  rows to return; 0 = all (default: 0)

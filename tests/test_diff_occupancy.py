@@ -76,7 +76,9 @@ def test_a_fallen_occupancy_says_which_limit_binds_and_what_one_block_more_needs
     second block per SM needs 115,712 B of it (test_occupancy_whatif checks that number against
     ncu's own curve); the elementwise kernel: 100 % (no limit) before, its registers bind 31.25 %
     after, and a sixth block needs 80 of its 86. Each side's limit is the one ncu's
-    TheoreticalOccupancy rule names."""
+    TheoreticalOccupancy rule names. The GEMM's shared memory would hold 8 warps in blocks of 256
+    threads (its registers allow 8); the elementwise kernel's registers allow 20 warps at any
+    block size: no other is named."""
     fwd, _ = both
     a, b = details("a"), details("b")
     gemm, poly = fwd[("matmul_kernel", "theoretical_occupancy_pct")], fwd[("poly_kernel", "theoretical_occupancy_pct")]
@@ -88,7 +90,7 @@ def test_a_fallen_occupancy_says_which_limit_binds_and_what_one_block_more_needs
         assert row["verdict"] == "unchanged" and "a launch setting with no better/worse direction" in row["note"]
     setting = "differs; a launch setting with no better/worse direction: not judged"
     assert gemm["note"] == ("matched by name and NVTX path; limiter: registers -> shared_mem; one block more per SM: "
-                            f"shared memory 131,072 -> 115,712 B; {setting}")
+                            f"shared memory 131,072 -> 115,712 B; block size 256: 12.5 %; {setting}")
     assert poly["note"] == ("matched by name and NVTX path; limiter: none -> registers; one block more per SM: "
                             f"registers 86 -> 80; {setting}")
 

@@ -1507,7 +1507,8 @@ def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
     block limit that binds it on each side where that changed (``limiter: registers ->
     shared_mem``; launches of several limits each named, ' / ' between them), and where it fell,
     what one block more per SM needs in the new launches (next_needs), where they all need the
-    same."""
+    same, and the block size that would hold more warps with their registers and shared memory
+    (``block size 256: 12.5 %``), where they all have the same other than their own."""
     parts = []
     ob = sorted({x["occupancy_limiter"] for x in lb_ if x.get("occupancy_limiter")})
     on = sorted({x["occupancy_limiter"] for x in ln_ if x.get("occupancy_limiter")})
@@ -1516,6 +1517,10 @@ def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
     needs = {x.get("next_needs") for x in ln_}
     if fell and len(needs) == 1 and (need := needs.pop()):
         parts.append(f"one block more per SM: {need.replace('; ', ', ')}")
+    best = {(x.get("best_block_size"), x.get("best_block_occupancy_pct")) for x in ln_}
+    if fell and len(best) == 1 and (size := next(iter(best)))[0] is not None \
+            and all(size[0] != x["block_size"] for x in ln_):
+        parts.append(f"block size {size[0]}: {size[1]:g} %")
     return _join(*parts)
 
 

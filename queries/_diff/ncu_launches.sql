@@ -18,6 +18,8 @@
 -- @column shared_mem_per_block_bytes shared memory per block the kernel asks for (static + dynamic), bytes
 -- @column occupancy_limiter          the block limit that binds the theoretical occupancy (query occupancy's limiter)
 -- @column next_needs                 what one block more per SM needs (query occupancy's)
+-- @column best_block_size            the block size of the most warps per SM, registers and shared memory held (query occupancy's)
+-- @column best_block_occupancy_pct   theoretical occupancy at best_block_size, % (query occupancy's)
 -- @column block_size                 Block Size, threads
 -- @column grid_size                  Grid Size, blocks
 -- @column waves_per_sm               Waves Per SM
@@ -32,7 +34,7 @@ SELECT s.side, r.kernel_id, r.name, r.nvtx_path, r.duration_ns, r.elapsed_cycles
        r.block_size, r.grid_size, r.waves_per_sm, r.ai_dram, r.flops_per_s, r.roof_pct, r.bound,
        r.level_limiter AS limiter,
        o.shared_mem_static_bytes + o.shared_mem_dynamic_bytes AS shared_mem_per_block_bytes,
-       o.limiter AS occupancy_limiter, o.next_needs,
+       o.limiter AS occupancy_limiter, o.next_needs, o.best_block_size, o.best_block_occupancy_pct,
        w.value AS warp_cycles_per_issue
 FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
 JOIN ncu_hierarchical(NULL, NULL) r ON r.run_id = s.run_id  -- (ncu_roofline's rows, with the hierarchical limiter)

@@ -1865,11 +1865,12 @@ def test_a_rate_that_moved_while_the_launches_took_as_long_is_not_judged(tmp_pat
     occ = by["achieved_occupancy_pct"]
     assert occ["delta_pct"] < -40 and occ["note"].endswith("differs; the launches' time did not move: not judged")
     # (the SM's 32 block slots hold 32 warps of 32-thread blocks: half its 64, and shared memory and
-    # barriers allow 32 blocks too; no block more fits, 64 threads a block fill the SM)
+    # barriers allow 32 blocks too; no block more fits. The block size is what changed: its row
+    # says so, and the note names no other)
     assert by["theoretical_occupancy_pct"]["note"] == (
         "matched by name and NVTX path; limiter: none -> blocks, shared_mem, barriers; one block more per SM: none at "
-        "32 threads per block: the SM's block slots allow 32 blocks (larger blocks would hold more warps); block size "
-        "64: 100 %; differs; a launch setting with no better/worse direction: not judged")
+        "32 threads per block: the SM's block slots allow 32 blocks (larger blocks would hold more warps); differs; a "
+        "launch setting with no better/worse direction: not judged")
     assert D.moved(df) == []
     # the table: a launch setting that changed is "not judged", not "unchanged" beside +300 %;
     # a value and its counterpart alike to three significant digits (31.0 beside 62.1)

@@ -102,7 +102,31 @@ def test_a_risen_occupancy_names_the_limits_alone(both):
     gemm, poly = back[("matmul_kernel", "theoretical_occupancy_pct")], back[("poly_kernel", "theoretical_occupancy_pct")]
     assert gemm["note"].startswith("matched by name and NVTX path; limiter: shared_mem -> registers; differs; ")
     assert poly["note"].startswith("matched by name and NVTX path; limiter: registers -> none; differs; ")
-    assert "one block more" not in gemm["note"] + poly["note"]
+    assert "one block more" not in gemm["note"] + poly["note"] and "block size" not in gemm["note"] + poly["note"]
+
+
+def _launch(block: int, best: int | None, pct: float | None = 100.0, limiter: str = "registers") -> dict:
+    return {"block_size": block, "best_block_size": best, "best_block_occupancy_pct": pct,
+            "occupancy_limiter": limiter, "next_needs": None}
+
+
+@pytest.mark.parametrize(("base", "new", "said"), [
+    ([_launch(128, 128)], [_launch(128, 256, 12.5)], "block size 256: 12.5 %"),  # (ncu_occupancy_b's GEMM)
+    ([_launch(64, 64), _launch(256, 256)], [_launch(64, 128, 10.416666), _launch(256, 128, 10.416666)],
+     "block size 128: 10.4 %"),  # (48 warps per SM: three significant digits, as the table)
+    ([_launch(64, 64), _launch(128, 128)], [_launch(64, 128), _launch(128, 128)], None),  # (one is at its best)
+    ([_launch(128, 128)], [_launch(128, 64), _launch(128, 256)], None),  # (launches of other best sizes)
+    ([_launch(128, 128)], [_launch(128, None, None)], None),  # (a report without the inputs)
+    ([_launch(128, 128)], [_launch(32, 64)], None),  # (the block size changed: its row says so)
+])
+def test_the_block_size_a_fallen_occupancy_names(base, new, said):
+    """The block size the note names where a kernel's occupancy fell: the one every new launch would
+    hold more warps at, where none is at it already and the block size is the base's."""
+    note = D._occupancy_moved(base, new, fell=True)
+    if said:
+        assert note.split("; ")[-1] == said, note
+    else:
+        assert "block size" not in note, note
 
 
 def test_the_table_shows_why(tmp_path, capsys, monkeypatch):

@@ -287,7 +287,8 @@ def test_the_block_size_rule_is_ncus_curve_and_its_peak_the_best_block_size(runs
             top_blocks = row["smem_per_sm"] // row["allocated"] if row["allocated"] else math.inf
             top = block_size_curve(row, top_blocks)
             best, warps = nearest_best(top, row["block_size"])
-            assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (best, 100 * warps / 64), (name, kid)
+            assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (
+                best, 100 * warps / row["warps_per_sm"]), (name, kid)
             assert nearest_best(ncu, row["block_size"])[0] == best, (name, kid)
             launches += 1
             moved += best != row["block_size"]

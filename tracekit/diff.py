@@ -173,10 +173,11 @@ against the base).
   halve at half the occupancy while the duration stays within 0.1 %). A launch setting is
   exact, the same in every replay: any change of one, in any launch, is said ("differs"),
   never "within threshold". A theoretical occupancy that moved says why: the block limit that
-  binds it where that changed, and where it fell, what one block more per SM needs (query
-  occupancy's limiter and next_needs; tests/data/ncu_occupancy_a/_b: a GEMM's 4 pipeline
-  stages instead of 2, shared_mem instead of registers; an elementwise kernel's 64 elements
-  per thread instead of 8, registers instead of none).
+  binds it where that changed, and where it fell, what one block more per SM needs and, at an
+  unchanged block size, another that would hold more warps (query occupancy's limiter,
+  next_needs and best_block_size; tests/data/ncu_occupancy_a/_b: a GEMM's 4 pipeline stages
+  instead of 2, shared_mem instead of registers, 8 warps again at 256 threads a block; an
+  elementwise kernel's 64 elements per thread instead of 8, registers instead of none).
 
 "Regressed" is the direction of harm: more time, more instances, more calls; less
 throughput, occupancy, FLOP/s or % of roof. A key in one run only is ``added`` or
@@ -1508,7 +1509,9 @@ def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
     shared_mem``; launches of several limits each named, ' / ' between them), and where it fell,
     what one block more per SM needs in the new launches (next_needs), where they all need the
     same, and the block size that would hold more warps with their registers and shared memory
-    (``block size 256: 12.5 %``), where they all have the same other than their own."""
+    at the SM's largest carveout (``block size 256: 12.5 %``), where they all have the same other
+    than their own and the block size did not change (where it did, the block_size row says so,
+    and the base's size is what a reader goes back to)."""
     parts = []
     ob = sorted({x["occupancy_limiter"] for x in lb_ if x.get("occupancy_limiter")})
     on = sorted({x["occupancy_limiter"] for x in ln_ if x.get("occupancy_limiter")})
@@ -1518,9 +1521,10 @@ def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
     if fell and len(needs) == 1 and (need := needs.pop()):
         parts.append(f"one block more per SM: {need.replace('; ', ', ')}")
     best = {(x.get("best_block_size"), x.get("best_block_occupancy_pct")) for x in ln_}
-    if fell and len(best) == 1 and (size := next(iter(best)))[0] is not None \
+    same_size = {x.get("block_size") for x in lb_} == {x.get("block_size") for x in ln_}
+    if fell and same_size and len(best) == 1 and (size := next(iter(best)))[0] is not None \
             and all(size[0] != x["block_size"] for x in ln_):
-        parts.append(f"block size {size[0]}: {size[1]:g} %")
+        parts.append(f"block size {size[0]}: {size[1]:.3g} %")
     return _join(*parts)
 
 

@@ -8,8 +8,9 @@
 -- (ties: the first launch's), and varies names those that differ between the launches,
 -- with their values. next_needs is most launches' too, a launch that needs nothing (at 100 %)
 -- counted as one (not in varies: it follows from the settings that are); best_block_size is
--- most launches' (of those that have one), not in varies either; next_occupancy_pct and
--- best_block_occupancy_pct are the median where every launch has one, else NULL. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
+-- most launches' (of those that have one), not in varies either; next_occupancy_pct is the
+-- median where every launch has one, else NULL, and best_block_occupancy_pct where every
+-- launch has one at the same best_block_size. dram_roof_pct is the DRAM bandwidth against the roofline's DRAM
 -- ceiling: how close to a roof a kernel with no floating-point work (bound no_fp_work,
 -- roof_pct NULL) is; for a memory-bound launch it is roof_pct (to rounding). roof_limiter is
 -- the level whose roof bounds the launch in query hierarchical-roofline (in its dominant
@@ -42,7 +43,7 @@
 -- @column next_occupancy_pct         median theoretical occupancy with one block more per SM, as occupancy says, % (NULL unless every launch has it)
 -- @column next_needs                 what one block more per SM needs, or why none fits, as occupancy says (most launches'; NULL: most need nothing)
 -- @column best_block_size            threads per block at which the SM holds the most warps, registers and shared memory per block held, as occupancy says (most launches')
--- @column best_block_occupancy_pct   median theoretical occupancy at best_block_size, as occupancy says, % (NULL unless every launch has it)
+-- @column best_block_occupancy_pct   median theoretical occupancy at best_block_size, as occupancy says, % (NULL unless every launch has it at that size)
 -- @column sm_throughput_pct          median Compute (SM) Throughput (sm__throughput), % of peak
 -- @column memory_throughput_pct      median Memory Throughput (gpu__compute_memory_throughput), % of peak
 -- @column dram_throughput_pct        median DRAM Throughput (gpu__dram_throughput), % of peak
@@ -107,8 +108,8 @@ SELECT run_id, min(kernel_id) AS kernel_id, name, nvtx_range, count(*) AS launch
             END AS next_occupancy_pct,  -- (a launch at 100 % has none: no median of the others)
        nullif(mode(coalesce(next_needs, '') ORDER BY kernel_id), '') AS next_needs,
        mode(best_block_size ORDER BY kernel_id) AS best_block_size,
-       CASE WHEN count(best_block_occupancy_pct) = count(*) THEN median(best_block_occupancy_pct)
-            END AS best_block_occupancy_pct,
+       CASE WHEN count(best_block_occupancy_pct) = count(*) AND count(DISTINCT best_block_size) = 1
+            THEN median(best_block_occupancy_pct) END AS best_block_occupancy_pct,
        median(sm_throughput_pct) AS sm_throughput_pct, median(memory_throughput_pct) AS memory_throughput_pct,
        median(dram_throughput_pct) AS dram_throughput_pct,
        median(l1_hit_rate_pct) AS l1_hit_rate_pct, median(l2_hit_rate_pct) AS l2_hit_rate_pct,

@@ -67,8 +67,8 @@
 -- @column next_registers_per_thread_max  most registers per thread for one block more per SM
 -- @column next_shared_mem_max_bytes      most shared memory per block (static + dynamic) for one block more per SM, bytes
 -- @column next_needs                     what one block more per SM needs (registers 40 -> 32; shared memory 163,840 -> 115,712 B; a larger carveout: the driver's pick where the kernel sets no carveout preference), or why none fits
--- @column best_block_size                threads per block at which the SM holds the most warps, registers and shared memory per block held
--- @column best_block_occupancy_pct       theoretical occupancy at best_block_size, %
+-- @column best_block_size                threads per block at which the SM holds the most warps, registers and shared memory per block held, at its largest carveout (NULL: a block limit of 0, or an input missing)
+-- @column best_block_occupancy_pct       theoretical occupancy at best_block_size, at the SM's largest carveout, %
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
 -- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, next_occupancy_pct, next_needs, name
 -- @requires ncu_kernels, ncu_metrics

@@ -241,7 +241,6 @@ def test_a_zero_block_limit_is_no_error(tmp_path):
     assert df["next_needs"][3] == "registers 36 -> 32"
 
 
-
 def nearest_best(curve: dict[int, float], own: int) -> tuple[int, float]:
     """The block size of whole warps at which ``curve`` (warps per SM by block size) is highest:
     the launch's own where it is as high, else the nearest in warps (of two as near, the larger);
@@ -309,7 +308,6 @@ def test_more_warps_per_block_hold_more_of_a_gemm_held_by_its_shared_memory(runs
         assert (row["best_block_size"], row["best_block_occupancy_pct"]) == (64, 100.0)
     row = next(r for r in runs["hstu"][0].values() if r["name"] == "_hstu_cached_sk_kernel")
     assert (row["block_size"], row["best_block_size"], row["best_block_occupancy_pct"]) == (256, 256, 12.5)
-
 
 
 def test_of_two_block_sizes_as_near_the_larger(tmp_path):

@@ -262,8 +262,9 @@ CREATE OR REPLACE MACRO ncu_occupancy_limiter(blocks, registers, shared_mem, war
 -- registers per thread at which an SM holds n blocks of w warps (registers come per warp in units
 -- of 256, 8 per thread, from each of its `parts` sub-partitions; at most `cap`), NULL where an
 -- input is (least() would skip it and give the cap); the blocks it holds at r registers per
--- thread; and the most shared memory per block (its driver-reserved part taken off) at which it
--- holds n blocks of a carveout of smem bytes, allocated in units of `unit` bytes.
+-- thread; the most shared memory per block (its driver-reserved part taken off) at which it
+-- holds n blocks of a carveout of smem bytes, allocated in units of `unit` bytes; and what a block
+-- of s bytes takes, allocated so.
 CREATE OR REPLACE MACRO occupancy_registers_for(n, w, regs_per_sm, parts, cap) AS
     CASE WHEN n IS NOT NULL AND regs_per_sm IS NOT NULL AND parts IS NOT NULL AND cap IS NOT NULL
          THEN least(cap, 8 * floor(floor(regs_per_sm / parts / ceil(n * w / parts)) / 256)) END;
@@ -271,6 +272,8 @@ CREATE OR REPLACE MACRO occupancy_blocks_at_registers(r, w, regs_per_sm, parts) 
     CASE WHEN r > 0 THEN floor(floor(regs_per_sm / parts / (256 * ceil(r / 8))) * parts / w) END;
 CREATE OR REPLACE MACRO occupancy_shared_mem_for(n, smem, unit, driver) AS
     unit * floor(smem / n / unit) - driver;
+CREATE OR REPLACE MACRO occupancy_shared_mem_alloc(s, unit, driver) AS
+    unit * ceil((s + driver) / unit);
 
 -- A launch's FLOP/s, or its ceiling, in one precision as query roofline names them (fp64, fp32,
 -- fp16, tensor_bf16, tensor_fp16, tensor_tf32, tensor_fp8, tensor_fp64), from ncu_roofline's
@@ -519,14 +522,18 @@ WITH m AS (
            occupancy_registers_for(blocks + 1, warps_per_block, regs_per_sm, parts, regs_per_thread_cap) AS regs_next,
            occupancy_shared_mem_for(blocks, smem_per_sm, smem_unit, shared_mem_driver_bytes) AS smem_now,
            occupancy_shared_mem_for(blocks + 1, smem_per_sm, smem_unit, shared_mem_driver_bytes) AS smem_next,
-           blocks + 1 <= blocks_cap AND theoretical_occupancy_pct < 100 AS reachable
+           blocks + 1 <= blocks_cap AND theoretical_occupancy_pct < 100 AS reachable,
+           -- (the blocks the largest carveout holds of the launch's own shared memory: best_block_*)
+           CASE WHEN smem + shared_mem_driver_bytes > 0
+                THEN floor(smem_per_sm / occupancy_shared_mem_alloc(smem, smem_unit, shared_mem_driver_bytes))
+           END AS smem_blocks
     FROM w
 ), wn AS (  -- the blocks per SM once registers and shared memory are within their next_* (registers
             -- come in steps of 8 per thread: one step down may fit several blocks more), and the
             -- carveout those blocks' shared memory takes
     SELECT wf.*,
            least(registers_per_thread, regs_next) AS regs_then,
-           smem_unit * ceil((least(smem, smem_next) + shared_mem_driver_bytes) / smem_unit) AS alloc_then
+           occupancy_shared_mem_alloc(least(smem, smem_next), smem_unit, shared_mem_driver_bytes) AS alloc_then
     FROM wf
 ), wb AS (
     SELECT wn.*,
@@ -559,9 +566,7 @@ WITH m AS (
                 THEN list_transform(range(1, CAST(floor(threads_per_block_cap / 32) AS BIGINT) + 1), lambda n:
                          n * least(block_limit_blocks, block_limit_barriers, floor(warps_per_sm / n),
                                    occupancy_blocks_at_registers(registers_per_thread, n, regs_per_sm, parts),
-                                   CASE WHEN smem + shared_mem_driver_bytes > 0
-                                        THEN floor(smem_per_sm / (smem_unit * ceil((smem + shared_mem_driver_bytes)
-                                                                                   / smem_unit))) END))
+                                   smem_blocks))
            END AS warps_at
     FROM wk
 ), best AS (  -- the most warps, at the block size nearest the launch's own in whole warps (of two as

@@ -721,6 +721,7 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
         .encode(y=y, yOffset=alt.YOffset(datum="theoretical"), x=alt.X("x:Q"), text="text:N")
     )
     layers = [bars, values, lim_text]
+    ahead, better = [], []
     if "next_occupancy_pct" in df.columns:
         ahead = [{"label": r["label"], "name": r["name"], "next_pct": r["next_occupancy_pct"],
                   "needs": r.get("next_needs")}
@@ -734,7 +735,6 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
                                  alt.Tooltip("next_pct:Q", title="one block more per SM [%]", format=".1f"),
                                  alt.Tooltip("needs:N", title="it needs")])
             )
-    ticked = len(layers) > 3
     if "best_block_size" in df.columns and "block_size" in df.columns:
         # (the query moves off the launch's own block size only for more warps: where it stays, no
         # diamond, even where the largest carveout would hold more than the launch's own does)
@@ -753,9 +753,9 @@ def occupancy(df: pl.DataFrame) -> alt.LayerChart:
                                  alt.Tooltip("best_pct:Q", title="occupancy there [%]", format=".1f")])
             )
     subtitle = "theoretical vs achieved; red: the block limit that binds" + (
-        ", and a tick where one block more per SM would be (hover: what it needs)" if ticked else "") + (
+        ", and a tick where one block more per SM would be (hover: what it needs)" if ahead else "") + (
         "; a diamond where another block size alone would put it (registers and shared memory per block held)"
-        if len(layers) > 3 + ticked else "")
+        if better else "")
     return alt.layer(*layers).properties(
         width=WIDTH - 200,
         height=alt.Step(OCCUPANCY_STEP),

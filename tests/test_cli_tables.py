@@ -687,6 +687,22 @@ def test_run_all_of_an_ncu_query_shows_the_run_of_each_row(tmp_path, capsys, mon
     assert rc == 0 and "run_id" not in out
 
 
+def test_the_occupancy_table_names_the_block_size_that_holds_more_warps(tmp_path, capsys, monkeypatch):
+    """ncu_occupancy_b's Triton GEMM, held at 6.25 % by its shared memory at 128 threads a block,
+    would hold twice the warps at 256: the occupancy table at the default width is a grid of
+    rows (not one block per row) and shows that size beside what one block more needs."""
+    monkeypatch.setenv("COLUMNS", "120")
+    db = str(tmp_path / "o.duckdb")
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "ncu_occupancy_b" / "report.ncu-rep.xz", name="occupancy_b")
+    rc, out, _ = _run(capsys, "--db", db, "query", "occupancy")
+    assert rc == 0 and "-[ row 1 ]" not in out, out
+    head = [line.split() for line in out.splitlines()[:3]]  # (the name's header on the last line only)
+    assert [head[0][-1], head[1][-1], head[2][-2]] == ["best_", "block_", "size"], out
+    gemm = [line.split() for line in _rows(out) if line.endswith("matmul_kernel")]
+    assert len(gemm) == 2 and all(r[1] == "128" and r[3] == "6.2" and r[-2] == "256" for r in gemm), out
+
+
 def test_sweep_point_settings_and_kernels_outside_ranges_read_plainly(db, capsys):
     """The example capture (bs 8, nc 1024, L2 flushes launched outside every NVTX range): nc
     reads 1024 as `tracekit runs` writes it (nc=1024), not 1,024 (a setting, not a count);

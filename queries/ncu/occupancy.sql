@@ -70,7 +70,7 @@
 -- @column best_block_size                threads per block at which the SM holds the most warps, registers and shared memory per block held, at its largest carveout (NULL: a block limit of 0, or an input missing)
 -- @column best_block_occupancy_pct       theoretical occupancy at best_block_size, at the SM's largest carveout, %
 -- @column missing_metrics            metrics not in the report, comma-separated (NULL = complete)
--- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, next_occupancy_pct, next_needs, name
+-- @display kernel_id, block_size, registers_per_thread, theoretical_occupancy_pct, achieved_occupancy_pct, limiter, next_occupancy_pct, next_needs, best_block_size, name
 -- @requires ncu_kernels, ncu_metrics
 WITH o AS MATERIALIZED (  -- (the columns and the what-if: the store's macro ncu_occupancy)
     SELECT * FROM ncu_occupancy($run) WHERE $kernel IS NULL OR contains(lower(name), lower($kernel))

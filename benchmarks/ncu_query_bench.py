@@ -2,8 +2,9 @@
 
 Ingests each real report under tests/data (``report.ncu-rep.xz`` of every ncu fixture and the
 HSTU capture's ``ncu.ncu-rep.xz``; once, reused with --workdir), then times, median of --repeat,
-each query for the run of fewest launches, the run of most, and ``all``, and ``diff`` of
-ncu_occupancy_a against _b (``--by ncu``). The baseline, in the same process: reading the same
+each query for the run of fewest launches, the run of most, and ``all``, ``diff`` of
+ncu_occupancy_a against _b (``--by ncu``) and, where the code has the source scope, of
+ncu_shapes_a against _slow by ncu and by source. The baseline, in the same process: reading the same
 run's launches' metrics (the ``ncu_kernel_metrics`` pivot every query starts from), so each figure
 is also given as a ratio to it. ``--code DIR`` times another checkout's tracekit (its package and
 queries; default: the checkout this script is in, whatever tracekit is installed) on a store of
@@ -95,6 +96,13 @@ def main() -> None:
         ms = timed(lambda: tk.diff("ncu_occupancy_a", "ncu_occupancy_b", by="ncu"), args.repeat)
         print(f"  diff ncu_occupancy_a ncu_occupancy_b --by ncu: {ms:.1f} ms ({ms / base:.2f}x baseline, "
               f"both runs' metrics {base:.1f} ms)")
+        if "source" in getattr(sys.modules.get("tracekit.diff"), "SCOPES", ()):  # (code that has the scope)
+            pair = f"{ids['ncu_shapes_a']}, {ids['ncu_shapes_slow']}"
+            base = timed(lambda: tk.sql(f"SELECT * FROM ncu_kernel_metrics WHERE run_id IN ({pair})"), args.repeat)
+            for by in ("ncu", "source"):
+                ms = timed(lambda by=by: tk.diff("ncu_shapes_a", "ncu_shapes_slow", by=by), args.repeat)
+                print(f"  diff ncu_shapes_a ncu_shapes_slow --by {by}: {ms:.1f} ms ({ms / base:.2f}x baseline, "
+                      f"both runs' metrics {base:.1f} ms)")
 
 
 if __name__ == "__main__":

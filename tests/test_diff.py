@@ -1110,7 +1110,7 @@ def test_cli_gate_and_formats(store, tmp_path, capsys):
     (["²", "hstu"], "no run or sweep '²'"),
     (["hstu", "slow", "--threshold", "0"], "--threshold 0.0: must be a positive percentage"),
     (["hstu", "slow", "--threshold", "-5"], "--threshold -5.0: must be a positive percentage"),
-    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu, bench, sweep"),
+    (["hstu", "slow", "--by", "kernels"], "--by 'kernels': choose from kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu, source, bench, sweep"),
     (["hstu", "slow", "--by", "kernel,Kernels"], "--by 'Kernels': choose from"),  # (named as typed)
     (["hstu", "slow", "--by", "ncu"], "--by ncu: run 1 (hstu) [nsys] has no ncu scope"),
     (["hstu", "slow", "--by", "sweep"], "has no sweep scope"),

@@ -2217,7 +2217,7 @@ def kernels_by_nvtx(df: pl.DataFrame) -> alt.LayerChart:
 #: the metric that stands for a key in the diff chart: its time (or latency)
 _DIFF_HEADLINE = {"kernel": "total_ns", "nvtx": "kernel_total_ns", "api": "total_ns", "memcpy": "total_ns",
                   "gpu": "busy_ns", "um": "faults", "cpu": "self_ns", "python": "total_ns",
-                  "memory": "peak_bytes", "ncu": "duration_ns",
+                  "memory": "peak_bytes", "ncu": "duration_ns", "source": "time_ns",
                   "sweep": "latency_med_ms"}
 _VERDICT_COLOURS = {"regressed": "#d62728", "improved": "#2ca02c", "unchanged": "#9e9e9e",
                     "host-timed, not judged": "#d9d9d9", "moved with the SM clock": "#b7a6d6",

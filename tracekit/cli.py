@@ -905,8 +905,9 @@ def diff_cmd(
     by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um (Unified Memory "
                                           "page faults), cpu (sampled CPU time by function), python (sampled Python time by "
                                           "function, not judged), memory (GPU memory "
-                                          "allocated, at its peak, left allocated), ncu, bench (tracekit bench's "
-                                          "time per call) or sweep (request "
+                                          "allocated, at its peak, left allocated), ncu, source (ncu's Source "
+                                          "Counters per kernel and source line; only when asked), bench (tracekit "
+                                          "bench's time per call) or sweep (request "
                                           "latency per bs x nc point, of sweeps or captures; with --jobs: job, "
                                           "kernel, nvtx, api, memcpy, gpu, um, cpu, python or memory; repeatable; default: "
                                           "every scope both have)")] = [],  # noqa: B006
@@ -1119,8 +1120,9 @@ def compare_cmd(
                                              "folder to ingest")],
     runs: Annotated[list[str], typer.Argument(help="runs (or sweeps, files) to compare with the base, each "
                                                    "against it as `tracekit diff BASE RUN` would")],
-    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu, bench or sweep "
-                                          "(repeatable; default: every scope the base and each run have)")] = [],  # noqa: B006
+    by: Annotated[list[str], typer.Option("--by", help="scope: kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu, source, bench or "
+                                          "sweep (repeatable; default: every scope the base and each run have, "
+                                          "source only when asked)")] = [],  # noqa: B006
     threshold: Annotated[float, typer.Option("--threshold", help="smallest change that counts, % (as diff's, "
                                              "with its noise floors)")] = 5.0,
     repeat: Annotated[list[str], typer.Option("--repeat", help="a capture of the base's program again (repeatable): "

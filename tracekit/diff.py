@@ -10,11 +10,16 @@ peak_bytes, live_at_end_bytes, allocations and allocated_bytes, per NVTX path an
 allocated_bytes and unfreed_bytes), ``ncu`` (per profiled kernel: the median launch's duration,
 the launches' summed duration and count, elapsed cycles, SM clock, throughputs, occupancy,
 launch configuration and shared memory per block, roofline, warp cycles per issued instruction and the stall reasons of
-0.5 cycles or more) and ``sweep`` (per bs x nc point: the timed
+0.5 cycles or more), ``source`` (per source line of each kernel the ncu scope matched, from
+ncu's Source Counters, only when asked: time_ns, its time per launch, each launch's duration
+weighed by the line's share of the launch's warp stall samples; samples_pct, that share over the
+launches; inst_executed, l2_excess_sectors and shared_excess_wavefronts per launch; see
+``_source_scope``) and ``sweep`` (per bs x nc point: the timed
 requests' latency median and p95, of two sweeps point by point, or of runs with timed
 requests outside a sweep, such as two ``tracekit capture`` runs: a run is its one point, as
 is a sweep's run folder given by its path; a sweep's run given by id or name names its sweep).
-By default every scope both sides have is compared; an nsys run has
+By default every scope both sides have is compared (source only when asked: a row per line of
+every kernel); an nsys run has
 the scopes of the events its capture traced (``SCOPE_EVENTS``: no kernel, api, memcpy
 or gpu scope without CUDA tracing, no nvtx scope without NVTX tracing, no um scope without
 both kinds of Unified Memory page fault traced, no cpu scope without CPU sampling, no memory scope
@@ -118,6 +123,15 @@ against the base).
   samples, wall time of its thread in the function and under it) is reported, never judged: it
   moves with the host far beyond a usable limit (``_python_scope``); GPU memory (``memory``: bytes
   and allocations) is exact, judged as counts are (``_memory_scope``);
+* a source line's time per launch (``source``) is judged beyond the threshold or ncu's noise at
+  its kernel's launch duration, whichever is larger, where its warp stall samples moved beyond
+  their Poisson noise past that noise (``_sampled_p``), and only the way its kernel's median
+  launch moved: where the kernel took as long, or moved the other way, its warps' time moved
+  between its lines, said, not judged (tests/data/ncu_diff_a/_b: the same 181 us at another
+  block size, the index arithmetic's share of the samples 7.2 -> 0.7 %). Two reports of the
+  inference pipeline (hstu_capture_ncu_pair: base, base_again) move its lines of 2,000-2,700
+  samples by up to 8 %, the samples' noise; with its attention kernel on half the SMs, that
+  kernel's lines alone regress;
 * request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
@@ -218,6 +232,7 @@ the per-key summary in Python.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -243,7 +258,9 @@ NSYS_SCOPES = ("kernel", "nvtx", "api", "memcpy", "gpu", "um", "cpu", "python", 
 SCOPE_EVENTS = {"kernel": ("CUDA",), "nvtx": ("NVTX",), "api": ("CUDA",), "memcpy": ("CUDA",), "gpu": ("CUDA",),
                 "um": ("Unified Memory CPU page fault", "Unified Memory GPU page fault"), "cpu": ("CPU sample",),
                 "python": ("Python sample",), "memory": ("CUDA memory usage",)}
-SCOPES = (*NSYS_SCOPES, "ncu", "bench", "sweep")
+SCOPES = (*NSYS_SCOPES, "ncu", "source", "bench", "sweep")
+#: scopes compared only when asked (--by): each source line of a kernel is a key of its own
+ASKED_ONLY = ("source",)
 
 
 def reads_cuda(scopes) -> bool:
@@ -378,7 +395,7 @@ class Side:
         if "nsys" in self.kinds:
             out.update(s for s in NSYS_SCOPES if not set(SCOPE_EVENTS[s]) & set(self.untraced))
         if "ncu" in self.kinds:
-            out.add("ncu")
+            out.update(("ncu", "source"))
         if "bench" in self.kinds:
             out.add("bench")
         if self.run_id is None and self.points:  # a sweep: the scopes every point's run has, compared point by point
@@ -550,7 +567,7 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
             has = "; ".join(f"{side.label} {_has(side)}" for side in (base, new))
             raise QueryError(f"diff: {base.label} [{_kinds(base)}] and {new.label} [{_kinds(new)}] share no scope to "
                              "compare (" + (other_tools or has) + ")")
-        return [s for s in SCOPES if s in common]
+        return [s for s in SCOPES if s in common and s not in ASKED_ONLY]
     out = []
     for s in by:
         for side in (base, new):
@@ -581,8 +598,9 @@ def _points_query(sweep: Side) -> str:
 
 def _has(side: Side, order: Callable = lambda scopes: [s for s in SCOPES if s in scopes]) -> str:
     """What ``side`` has to compare, for an error: its scopes; a file not yet written, only
-    what its kind may have (what it traced is known once it is written)."""
-    scopes = ", ".join(order(side.scopes())) or "none"
+    what its kind may have (what it traced is known once it is written). The scopes compared
+    only when asked (``ASKED_ONLY``) go without saying: they come with the ncu scope."""
+    scopes = ", ".join(order(side.scopes() - set(ASKED_ONLY))) or "none"
     return f"may have {scopes} (not ingested yet)" if side.pending else f"has {scopes}"
 
 
@@ -1729,6 +1747,221 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
     return rows
 
 
+# -- ncu's Source Counters, line by line ----------------------------------------------
+
+#: the source scope's metrics per source line of a kernel the ncu scope matched: its time per
+#: launch (judged), its share of the kernel's warp stall samples, and what executed there per
+#: launch (exact counts: read with the time, not judged)
+SOURCE_METRICS = ("time_ns", "samples_pct", "inst_executed", "l2_excess_sectors", "shared_excess_wavefronts")
+SOURCE_UNDIRECTED = {
+    "samples_pct": "where the kernel's warp samples fall, read with time_ns: not judged",
+    "inst_executed": "the instructions the line executed per launch, read with time_ns: not judged",
+    "l2_excess_sectors": "uncoalesced global accesses' L2 sectors per launch, read with time_ns: not judged",
+    "shared_excess_wavefronts": "shared-memory bank conflicts' wavefronts per launch, read with time_ns: not judged",
+}
+
+
+def _sampled_p(kb: float, kn: float, b: float, n: float, band_pct: float) -> float | None:
+    """Whether a line's time moved more than its warp stall samples' noise allows: the two-sided
+    p of the log ratio of its times beyond the kernel's duration noise (``band_pct``), each side's
+    samples a Poisson count (variance of the log 1/k); None where a side has no samples."""
+    if kb <= 0 or kn <= 0 or b <= 0 or n <= 0:
+        return None
+    shift = abs(math.log(n / b)) - math.log1p(band_pct / 100)
+    if shift <= 0:
+        return 1.0
+    return math.erfc(shift / math.sqrt(2 * (1 / kb + 1 / kn)))
+
+
+@functools.lru_cache(maxsize=64)
+def _aligned(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The positions of two instruction sequences (opcodes) a text diff pairs: all of them where
+    the code is the same; kept for the next key of the same code (a kernel's layers)."""
+    if a == b:
+        return [(i, i) for i in range(len(a))]
+    import difflib
+
+    return [(blk.a + k, blk.b + k) for blk in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+            for k in range(blk.size)]
+
+
+def _line_map(lb: list[tuple[str, int]], ln: list[tuple[str, int]], files: dict[str, str],
+              texts: tuple[dict[str, list[str]], dict[str, list[str]]],
+              code: tuple[list[tuple], list[tuple]]) -> dict[tuple[str, int], tuple[str, int]]:
+    """Base (file, line) -> new (file, line) of one kernel's lines. A file both reports carry
+    the text of (ncu --import-source) by its text: lines of unchanged runs of text, and of edited
+    runs of as many lines in order, as a text diff pairs them (a line an edit above it moved is
+    the same line). Otherwise by the kernel's instructions (``code``: each side's (opcode, file,
+    line) in address order): aligned by opcode as a text diff aligns lines, a base line is the
+    new line most of its aligned instructions sit on (the same code built from a file whose
+    lines moved); a line left without either, by its number. ``files``: new file -> base file."""
+    import difflib
+
+    have = set(ln)
+    out: dict[tuple[str, int], tuple[str, int]] = {}
+    by_text = {fb for fn, fb in files.items() if fb in texts[0] and fn in texts[1]}
+    for fn, fb in files.items():
+        if fb not in by_text:
+            continue
+        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, texts[0][fb], texts[1][fn], autojunk=False).get_opcodes():
+            if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
+                out.update({(fb, i + 1): (fn, j1 + i - i1 + 1) for i in range(i1, i2)})
+    votes: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
+    for i, j in _aligned(tuple(c[0] for c in code[0]), tuple(c[0] for c in code[1])):
+        xb, xn = code[0][i][1:], code[1][j][1:]
+        if None not in xb and None not in xn and xb[0] not in by_text and files.get(xn[0]) == xb[0]:
+            votes.setdefault(xb, {}).setdefault(xn, 0)
+            votes[xb][xn] += 1
+    for xb, to in sorted(votes.items(), key=lambda v: -max(v[1].values())):  # (the surest first: one new line each)
+        best = max(sorted(to), key=to.get)
+        if best not in out.values():
+            out[xb] = best
+    out = {xb: xn for xb, xn in out.items() if xn in have}
+    taken = set(out.values())
+    for fb, line in lb:  # (left: by number, where the new side's line of that number is left too)
+        fn = next((f for f, g in files.items() if g == fb), None)
+        if (fb, line) not in out and fn is not None and (fn, line) in have and (fn, line) not in taken:
+            out[(fb, line)] = (fn, line)
+            taken.add((fn, line))
+    return {xb: xn for xb, xn in out.items() if xb in set(lb)}
+
+
+def _source_lines(df: pl.DataFrame, durations: dict[int, float]) -> dict[tuple[str, int], dict]:
+    """(file, line) -> the line over a key's launches on one side (``source_lines.sql``'s rows
+    of them): its time per launch (each launch's duration times the line's share of its
+    samples), samples, share of the launches' samples, counts per launch, stalls by reason."""
+    launches = {k: s for k, s in df.select("kernel_id", "launch_samples").unique().iter_rows() if s}
+    n = len(launches) or 1
+    total = sum(launches.values())
+    out: dict[tuple[str, int], dict] = {}
+    for r in df.iter_rows(named=True):
+        got = out.setdefault((r["file"], r["line"]), {"time_ns": 0.0, "samples": 0.0, "stalls": {}, "timed": True,
+                                                      **dict.fromkeys(SOURCE_METRICS[2:], 0.0)})
+        s, whole, dur = r["samples"] or 0.0, launches.get(r["kernel_id"]), durations.get(r["kernel_id"])
+        if whole and dur is None:
+            got["timed"] = False
+        elif whole:
+            got["time_ns"] += dur * s / whole / n
+        got["samples"] += s
+        for m in SOURCE_METRICS[2:]:
+            got[m] += (r[m] or 0.0) / n
+        for st in r["stalls"] or []:
+            got["stalls"][st["reason"]] = got["stalls"].get(st["reason"], 0.0) + st["samples"]
+    for got in out.values():
+        got["samples_pct"] = 100 * got["samples"] / total if total else None
+        if not got["timed"]:
+            got["time_ns"] = None
+    return out
+
+
+def _top_stall(line: dict) -> str:
+    st = line["stalls"]
+    if not st or not sum(st.values()):
+        return "?"
+    reason = max(sorted(st), key=st.get)
+    return f"{reason} {100 * st[reason] / sum(st.values()):.0f}%"
+
+
+def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) -> list[_Row]:
+    """Per source line of each kernel both reports profiled with Source Counters (keys as the
+    ncu scope matches them, ``ncu_pairs``): ``kernel @ file:line``, the lines of the two
+    reports paired by ``_line_map``. A line's time is judged where it moved beyond the kernel's
+    noise and its warp samples' (``_sampled_p``), and only the way the kernel's median launch
+    moved: where the kernel took as long, or moved the other way, its warps' time moved
+    between its lines, which is said, not judged."""
+    df = con.sql(_sql("source_lines"), params=params).pl()
+    for side, label in enumerate(labels):
+        if df.filter(pl.col("side") == side).is_empty():
+            raise QueryError(f"--by source: {label} has no instruction-level data with line information; profile "
+                             "with ncu --section SourceCounters (or --set full) and ingest the .ncu-rep (Triton "
+                             "kernels have lines; CUDA needs nvcc -lineinfo)")
+    launches = con.sql(_sql("ncu_launches"), params=params).pl()
+    gb, gn = _ncu_groups(launches, 0), _ncu_groups(launches, 1)
+    texts: tuple[dict, dict] = ({}, {})
+    for side, file, text in con.execute(
+            "SELECT s.side, t.file, list(t.text ORDER BY t.line) FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
+            "JOIN ncu_source_lines t ON t.run_id = s.run_id WHERE t.run_id IN ($base, $new) GROUP BY ALL",
+            params).fetchall():
+        texts[side][file] = text
+    instructions: dict[tuple[int, int], list[tuple]] = {}  # (side, kernel_id) -> (opcode, file, line) by address
+    for side, kid, op, file, line in con.execute(
+            "SELECT s.side, n.kernel_id, regexp_extract(n.sass, '^\\S+'), n.file, n.line "
+            "FROM (VALUES (0, $base), (1, $new)) s(side, run_id) JOIN ncu_source n ON n.run_id = s.run_id "
+            "WHERE n.run_id IN ($base, $new) AND n.function IS NULL ORDER BY s.side, n.kernel_id, n.pc_offset",
+            params).fetchall():
+        instructions.setdefault((side, kid), []).append((op, file, line))
+    rows: list[_Row] = []
+    for key, kb, kn, _how in ncu_pairs(gb, gn):
+        if kb is None or kn is None:  # (a kernel in one report: the ncu scope says so)
+            continue
+        lines, code = [], []
+        for side, group in ((0, gb[kb]), (1, gn[kn])):
+            ids = {x["kernel_id"]: x["duration_ns"] for x in group}
+            lines.append(_source_lines(df.filter((pl.col("side") == side) & pl.col("kernel_id").is_in(list(ids))),
+                                       ids))
+            code.append(instructions.get((side, min(ids)), []))  # (the key's first launch's: its code)
+        lb, ln = lines
+        if not lb or not ln:
+            continue
+        dur = [float(np.median([x["duration_ns"] for x in g if x["duration_ns"] is not None] or [np.nan]))
+               for g in (gb[kb], gn[kn])]
+        shorter = min((d for d in dur if d > 0), default=None)
+        band = None if shorter is None else round(100 * NCU_NOISE_NS / shorter + NCU_NOISE_PCT, 1)
+        limit_pct = threshold if band is None else max(threshold, band)
+        within = "threshold" if limit_pct == threshold else f"ncu's noise for a {_human('duration_ns', shorter)} launch"
+        kernel = "unchanged" if band is None or not _beyond(*dur, limit_pct) else \
+            "regressed" if dur[1] > dur[0] else "improved"
+        files_b, files_n = {f for f, _ in lb}, {f for f, _ in ln}
+        base_of = {}  # new file -> base file: the same path, else the one file of its name on each side
+        for f in files_n:
+            named = [[g for g in files if os.path.basename(g) == os.path.basename(f)] for files in (files_b, files_n)]
+            if f in files_b or (len(named[0]) == 1 and len(named[1]) == 1):
+                base_of[f] = f if f in files_b else named[0][0]
+        pairs: list[tuple[tuple | None, tuple | None]] = list(_line_map(list(lb), list(ln), base_of, texts,
+                                                                        (code[0], code[1])).items())
+        seen_b, seen_n = {p[0] for p in pairs}, {p[1] for p in pairs}
+        pairs += [(k, None) for k in lb if k not in seen_b] + [(None, k) for k in ln if k not in seen_n]
+        for pb, pn in pairs:
+            file, line = pn or pb
+            row_key = f"{key} @ {os.path.basename(file)}:{line}"
+            xb, xn = lb.get(pb) if pb else None, ln.get(pn) if pn else None
+            moved_line = f"line {pb[1]} -> {pn[1]}" if pb and pn and pb[1] != pn[1] else ""
+            tb = xb["time_ns"] if xb else None
+            tn = xn["time_ns"] if xn else None
+            effect = abs((tn or 0.0) * len(gn[kn]) - (tb or 0.0) * len(gb[kb]))
+            if xb is None or xn is None:
+                one = xn or xb
+                if one["time_ns"] is not None and one["samples"]:
+                    rows.append(_Row("source", row_key, "time_ns", tb, tn, "added" if xb is None else "removed", None,
+                                     "only in the new report" if xb is None else "only in the base report",
+                                     effect=effect, order=0))
+                continue
+            for i, metric in enumerate(SOURCE_METRICS):
+                b, n = xb[metric], xn[metric]
+                if b is None or n is None or (b == n == 0 and metric != "time_ns"):
+                    continue
+                p = None
+                if metric == "time_ns":
+                    if not (xb["samples"] or xn["samples"]):
+                        continue
+                    p = _sampled_p(xb["samples"], xn["samples"], b, n, band or 0.0)
+                    held = (f"within the warp samples' noise ({xb['samples']:,.0f} -> {xn['samples']:,.0f} samples"
+                            + (f", p = {_fmt_p(p)})" if p is not None else ")"))
+                    verdict, note = _judge(b, n, limit_pct, 1, p is not None and p < ALPHA, held, within)
+                    if verdict != "unchanged" and verdict != kernel:  # (the kernel's time says what the line cost)
+                        verdict, note = "unchanged", (
+                            "differs; the kernel's launches took as long: its warps' time moved between its lines, "
+                            "not judged" if kernel == "unchanged" else
+                            f"differs against a kernel that {kernel}: its warps' time moved between its lines, "
+                            "not judged")
+                    note = _join(note, f"stalls: {_top_stall(xb)} -> {_top_stall(xn)}")
+                else:
+                    verdict, note = _judge(b, n, 0.0, 0, True, "", undirected=SOURCE_UNDIRECTED[metric])
+                rows.append(_Row("source", row_key, metric, b, n, verdict, p, _join(moved_line, note),
+                                 _pct(n - b, b), _pct(n - b, b), effect, i))
+    return rows
+
+
 # -- tracekit bench runs -------------------------------------------------------------
 
 
@@ -2194,6 +2427,8 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> 
             rows += _memory_scope(con, params, threshold)
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold)
+        elif scope == "source":
+            rows += _source_scope(con, params, threshold, (sb.label, sn.label))
         elif scope == "bench":
             rows += _bench_scope(con, params, threshold)
     if matched is not None:
@@ -2572,6 +2807,14 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         lines.append(f"ncu {label[name]}, {launches(held[name])}: duration {durations(rs, [])} "
                      f"{CLOCK_NOTE}{' ' + clocks[0] if len(set(clocks)) == 1 else ''} in as many cycles: "
                      "the clock, not the code (not judged)")
+    # source lines whose time per launch was judged changed: where in its code a kernel's change is
+    source = changed.filter((pl.col("scope") == "source") & (pl.col("metric") == "time_ns"))
+    if source.height:
+        named = short_keys(df)
+        shown = sorted(source.iter_rows(named=True), key=lambda r: -abs(delta(r)))[:top]
+        lines.append("Source lines (time per launch): " + "; ".join(
+            f"{named[r['key']]} {signed('time_ns', delta(r))} ({how(r)})" for r in shown)
+            + (f"; {source.height - top} more" if source.height > top else ""))
     points = df.filter(pl.col("scope") == "sweep")
     # a point whose capture failed on a side has no value there (_sweep_scope): not a shared point
     failed = set(points.filter(~pl.col("verdict").is_in(["added", "removed"])
@@ -2701,7 +2944,11 @@ POINT_KEY = re.compile(rf"((?:[A-Za-z_][A-Za-z0-9_]*={_GRID_VALUE},)*[A-Za-z_][A
 #: the scopes whose keys are functions' names (kernels, an ncu key's kernel, CPU functions; a
 #: sweep point's key): shortened as names, without parameter lists; every other scope's key
 #: (an NVTX path, an API call, a Python function with its file, a benchmark) is text
-NAME_SCOPES = ("kernel", "ncu", "cpu", "sweep")
+NAME_SCOPES = ("kernel", "ncu", "source", "cpu", "sweep")
+
+
+#: the end of a source scope's key, `` @ file.py:434``: a source line's location
+SOURCE_LOCATION = re.compile(r" @ ([^\s/\\@]+:\d+)$")
 
 
 def shorten_key(key: str, width: int, name: bool = True) -> str:
@@ -2716,6 +2963,11 @@ def shorten_key(key: str, width: int, name: bool = True) -> str:
         return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name)}"
     if not key.strip():
         return UNNAMED
+    loc = SOURCE_LOCATION.search(key) if name else None
+    if loc:  # a source line's key: its location kept whole, the kernel shortened; else the location's end
+        if len(loc[1]) + 9 <= width:
+            return f"{shorten_key(key[:loc.start()], width - len(loc[1]) - 3, name)} @ {loc[1]}"
+        return loc[1] if len(loc[1]) <= width else "…" + loc[1][len(loc[1]) - width + 1:]
     head, at, path = key.partition(" @ ")
     if name and "/" not in head and (head.startswith("void ") or any(c in head for c in "<(")):
         head = short_name(head, width)
@@ -2746,8 +2998,16 @@ def short_keys(keys: list[str] | pl.DataFrame, width: int = 60) -> dict[str, str
     parentheses."""
     texts = text_keys(keys) if isinstance(keys, pl.DataFrame) else set()
     unique = list(dict.fromkeys(keys["key"].to_list() if isinstance(keys, pl.DataFrame) else keys))
-    return dict(zip(unique, distinct_labels(unique, width, lambda k, w: shorten_key(k, w, k not in texts)),
-                    strict=True))
+    # a source line's key: its kernel's key told apart from the other kernels', then its location whole
+    located = {k: m for k in unique if k not in texts and (m := SOURCE_LOCATION.search(k))}
+    out = {}
+    if located:
+        room = max(width - 3 - max(len(m[1]) for m in located.values()), 12)
+        heads = short_keys(list(dict.fromkeys(k[:m.start()] for k, m in located.items())), room)
+        out = {k: f"{heads[k[:m.start()]]} @ {m[1]}" for k, m in located.items()}
+    rest = [k for k in unique if k not in located]
+    out.update(zip(rest, distinct_labels(rest, width, lambda k, w: shorten_key(k, w, k not in texts)), strict=True))
+    return {k: out[k] for k in unique}
 
 
 #: the columns a terminal shows by default (p with --all-columns): the note says why a

@@ -1336,8 +1336,8 @@ class Tracekit:
              repeats: list[Any] | None = None, workers: int | None = None, on_file: Any = None) -> pl.DataFrame:
         """Compare run (or sweep) ``new`` against ``base``: run ids, names, sweep ids or
         files (ingested first). One row per scope, key and metric with a noise-aware
-        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, memory, ncu, bench, sweep; default:
-        every scope both have). ``repeats``: captures of the base again, whose largest
+        verdict; ``by`` picks scopes (kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, ncu, source, bench,
+        sweep; default: every scope both have, source only when asked). ``repeats``: captures of the base again, whose largest
         change (to the far end of its interval) measures the noise a change must pass
         (``noise_pct``; as ``compare`` judges). ``workers``: the files (a sweep's folder: its run folders) are ingested
         that many at once, each run committed as it lands (``on_file(done, total)``

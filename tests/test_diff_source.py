@@ -1,0 +1,174 @@
+"""diff's source scope (``--by source``): ncu's Source Counters compared line by line, on real
+reports of one H200 with their Source Counters (--set full):
+
+- tests/data/ncu_shapes_a, _a_again, _a_again2: one Triton kernel profiled three times (noise);
+  _a_again2's program file had four lines more above the kernel (its lines 33-39 are _a's 29-35);
+- ncu_shapes_slow: the same kernel reading its input four times (line 34, the load in the loop);
+- ncu_diff_a/_b: one kernel at another block size, as long either way;
+- hstu_capture_ncu_pair: the inference capture twice (base, base_again) and with its attention
+  kernel on half the SMs (half_sms), its reports carrying the source (ncu --import-source yes)."""
+
+from __future__ import annotations
+
+import shutil
+
+import duckdb
+import polars as pl
+import pytest
+from conftest import DATA
+
+import tracekit
+from tracekit import diff as D
+from tracekit.cli import main as cli_main
+
+SHAPES = ("shapes_a", "shapes_a_again", "shapes_a_again2", "shapes_slow", "diff_a", "diff_b")
+PAIR = ("base", "base_again", "half_sms")
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("source") / "s.duckdb"
+    with tracekit.open(path) as tk:
+        for name in SHAPES:
+            tk.ingest(DATA / f"ncu_{name}" / "report.ncu-rep.xz", name=name)
+        for name in PAIR:
+            tk.ingest(DATA / "hstu_capture_ncu_pair" / name, name=name)
+    return path
+
+
+def _diff(db, base: str, new: str, **kw) -> pl.DataFrame:
+    with tracekit.open(db, read_only=True) as tk:
+        return tk.diff(base, new, by="source", **kw)
+
+
+def _row(df: pl.DataFrame, key: str, metric: str) -> dict:
+    rows = df.filter((pl.col("key") == key) & (pl.col("metric") == metric)).to_dicts()
+    assert len(rows) == 1, (key, metric, df.select("key", "metric").to_dicts())
+    return rows[0]
+
+
+def test_the_line_that_got_slower_is_the_one_that_reads_more(db):
+    """ncu_shapes_slow's kernel is 26 % slower in all: its load in the loop (line 34) executes
+    7.7x the instructions with 5.45 M uncoalesced L2 sectors a launch where it had none, and
+    its time a launch (the launches' durations weighed by its share of their warp samples)
+    regressed; lines whose share of the warps' time fell while the kernel got slower are said,
+    not judged improved."""
+    df = _diff(db, "shapes_a", "shapes_slow")
+    assert set(df["scope"]) == {"source"}
+    load = _row(df, "shapes_kernel @ ncu_shapes.py:34", "time_ns")
+    assert load["verdict"] == "regressed" and 40 < load["delta_pct"] < 60 and load["p_value"] < D.ALPHA
+    assert load["note"] == "stalls: long_scoreboard 95% -> long_scoreboard 70%"
+    inst = _row(df, "shapes_kernel @ ncu_shapes.py:34", "inst_executed")
+    assert (inst["base"], inst["new"], inst["verdict"]) == (1_234_688, 9_551_360, "unchanged")
+    excess = _row(df, "shapes_kernel @ ncu_shapes.py:34", "l2_excess_sectors")
+    assert (excess["base"], excess["new"]) == (0, 5_451_264) and "not judged" in excess["note"]
+    for line in (30, 32, 35):  # (their time a launch fell 56-70 %: the warps waited at the load instead)
+        r = _row(df, f"shapes_kernel @ ncu_shapes.py:{line}", "time_ns")
+        assert r["verdict"] == "unchanged" and r["delta_pct"] < -50, r
+        assert r["note"].startswith("differs against a kernel that regressed: its warps' time moved"), r
+    assert not df.filter(pl.col("verdict") == "improved").height
+    # the warp samples' shares sum to 100 % on each side, the times to the median launch's
+    shares = df.filter(pl.col("metric") == "samples_pct")
+    assert shares["base"].sum() == pytest.approx(100, abs=0.01) and shares["new"].sum() == pytest.approx(100, abs=0.01)
+
+
+@pytest.mark.parametrize("base, new", [("shapes_a", "shapes_a_again"), ("shapes_a_again", "shapes_a_again2"),
+                                       ("base", "base_again"), ("base_again", "base")])
+def test_the_same_program_profiled_again_reads_unchanged(db, base, new):
+    """Two reports of one program: every line unchanged, none added or removed. The inference
+    capture's lines of a few thousand samples move by up to 8 % (beyond the threshold: the warp
+    samples' Poisson noise holds them); _a_again2's lines moved by four in the file, its code
+    the same: each line is paired with the line its instructions sit on (34 -> 38)."""
+    df = _diff(db, base, new)
+    assert df.height > 10 and set(df["verdict"]) == {"unchanged"}, df.filter(pl.col("verdict") != "unchanged")
+    held = df.filter(pl.col("note").str.contains("within the warp samples' noise"))
+    if base.startswith("base"):
+        assert held.filter(pl.col("delta_pct").abs() > 5).height > 0  # (the threshold alone would judge them)
+    if new == "shapes_a_again2":
+        r = _row(df, "shapes_kernel @ ncu_shapes.py:38", "time_ns")
+        assert r["note"].startswith("line 34 -> 38; within ") and abs(r["delta_pct"]) < 5
+        assert sorted(int(k.rsplit(":", 1)[1]) for k in df["key"].unique()) == [33, 34, 35, 36, 38, 39]  # (29-35 but 33)
+
+
+def test_half_the_sms_slows_the_attention_kernels_lines_alone(db):
+    """half_sms: the cached attention kernel, 1.7x longer on half the SMs, is the one whose lines
+    regressed (each layer's busiest line, 434, by 78-82 %); the other kernels' lines are unchanged."""
+    df = _diff(db, "base", "half_sms")
+    changed = df.filter(pl.col("verdict") != "unchanged")
+    assert set(changed["verdict"]) == {"regressed"}
+    assert {k.partition(" @ ")[0] for k in changed["key"]} == {"_hstu_cached_sk_kernel"}
+    busiest = changed.filter(pl.col("key").str.ends_with(" @ _cached.py:434"))
+    assert busiest.height == 8 and busiest["delta_pct"].min() > 70 and busiest["delta_pct"].max() < 90
+    lines = D.moved(df)
+    assert len(lines) == 1 and lines[0].startswith("Source lines (time per launch): _hstu_cached_sk_kernel @ ")
+    assert "_cached.py:434 +10" in lines[0] and lines[0].endswith(f"; {changed.height - 3} more")
+
+
+def test_a_kernel_that_took_as_long_has_no_line_judged(db):
+    """ncu_diff_b runs the kernel in blocks of one warp where ncu_diff_a ran four: its warps' samples
+    moved from the index arithmetic (line 28: -91 %) to the store (line 32: +10 %), and the kernel
+    took as long (181 us either way): said, not judged."""
+    df = _diff(db, "diff_a", "diff_b")
+    assert set(df["verdict"]) == {"unchanged"}
+    store = _row(df, "scale_add_kernel @ ncu_diff.py:32", "time_ns")
+    assert store["delta_pct"] > 5 and store["note"].startswith("differs; the kernel's launches took as long")
+
+
+def test_an_edit_above_a_line_is_followed_by_the_files_text(db, tmp_path):
+    """Planted on a copy of base_again: three lines inserted at line 400 of the attention kernel's
+    file (every line from 400 moved down three), and its instructions' opcodes replaced, so that
+    only the reports' source text can pair the lines: each line is paired with the line its text
+    moved to (434 -> 437), and the whole reads as the unedited pair does."""
+    edited = tmp_path / "e.duckdb"
+    shutil.copy(db, edited)
+    con = duckdb.connect(str(edited))
+    run = con.execute("SELECT run_id FROM runs WHERE name = 'base_again'").fetchone()[0]
+    file = con.execute("SELECT file FROM ncu_source_lines WHERE run_id = ? AND file LIKE '%/_cached.py'",
+                       [run]).fetchone()[0]
+    for table in ("ncu_source", "ncu_source_lines"):
+        con.execute(f"UPDATE {table} SET line = line + 3 WHERE run_id = ? AND file = ? AND line >= 400", [run, file])
+    con.execute("INSERT INTO ncu_source_lines VALUES (?, ?, 400, '# a'), (?, ?, 401, '# b'), (?, ?, 402, '# c')",
+                [run, file] * 3)
+    con.execute("UPDATE ncu_source SET sass = 'NOP' WHERE run_id = ?", [run])
+    con.close()
+    df = _diff(edited, "base", "base_again")
+    plain = _diff(db, "base", "base_again")
+    assert set(df["verdict"]) == {"unchanged"} and df.height == plain.height
+    layer = "_hstu_cached_sk_kernel @ tracekit_ncu/hstu.request/hstu.layer0/hstu_attention"
+    r = _row(df, f"{layer} @ _cached.py:437", "time_ns")
+    assert r["note"].startswith("line 434 -> 437; ")
+    assert r["new"] == _row(plain, f"{layer} @ _cached.py:434", "time_ns")["new"]
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = cli_main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, capsys, monkeypatch):
+    """In a 100-column table a key keeps its file and line whole (its kernel beside it where there
+    is room); what moved names the line with its kernel. A plain diff of two ncu runs has no source rows (a row per line of every kernel
+    is asked for); --by source of a run without Source Counters, or not of ncu, is one line, exit 2."""
+    monkeypatch.setenv("COLUMNS", "100")
+    rc, out, err = _cli(capsys, "--db", str(db), "diff", "shapes_a", "shapes_slow", "--by", "source")
+    assert rc == 0 and err == ""
+    first = out.splitlines()[2].split()
+    assert first[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out  # (too narrow for the kernel beside it)
+    assert "  Source lines (time per launch): shapes_kernel @ ncu_shapes.py:34 +6.628 µs (+48.8 %, regressed)" in out
+    rc, out, _ = _cli(capsys, "--db", str(db), "compare", "shapes_a", "shapes_a_again", "shapes_slow", "--by", "source")
+    assert rc == 0 and out.splitlines()[2].split()[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out
+    with tracekit.open(db, read_only=True) as tk:
+        assert "source" not in set(tk.diff("shapes_a", "shapes_slow")["scope"])
+    plain = db.parent / "plain.duckdb"
+    with tracekit.open(plain) as tk:
+        tk.ingest(DATA / "ncu_triton_detailed" / "details.csv.xz", name="pages")
+        tk.ingest(DATA / "ncu_shapes_a" / "report.ncu-rep.xz", name="a")
+        tk.ingest(DATA / "hstu_capture_nsys", name="nsys")
+    rc, out, err = _cli(capsys, "--db", str(plain), "diff", "pages", "a", "--by", "source")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("tracekit: error: --by source: run 1 (pages) has no instruction-level data with line "
+                          "information; profile with ncu --section SourceCounters"), err
+    rc, _, err = _cli(capsys, "--db", str(plain), "diff", "nsys", "a", "--by", "source")
+    assert rc == 2 and err.startswith("tracekit: error: --by source: run 3 (nsys)") and err.count("\n") == 1, err

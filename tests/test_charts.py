@@ -617,7 +617,7 @@ def test_diff_chart_axis_holds_the_intervals_and_its_cli_says_warnings_and_bad_v
                       ("threshold=\u0663", "threshold='\u0663': a number expected"),
                       # diff's --by, named as the chart's -p
                       ("by=gpux", "by='gpux': choose from kernel, nvtx, api, memcpy, gpu, um, cpu, python, memory, "
-                                  "ncu, bench, sweep"),
+                                  "ncu, source, bench, sweep"),
                       # a scope the runs lack, said as -p too
                       ("by=ncu", "by=ncu: run 1 (20261124T195347.140Z-bs1-nc128-none) [timing, sweep "
                                  "sweep-20261124T195347.082Z] has no ncu scope (it has sweep)")):

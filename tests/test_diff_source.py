@@ -5,12 +5,16 @@ reports of one H200 with their Source Counters (--set full):
   _a_again2's program file had four lines more above the kernel (its lines 33-39 are _a's 29-35);
 - ncu_shapes_slow: the same kernel reading its input four times (line 34, the load in the loop);
 - ncu_diff_a/_b: one kernel at another block size, as long either way;
+- ncu_occupancy_a/_b: one file, its kernels built with other constants (a GEMM in 4 stages instead of
+  2, 35 % faster; an elementwise kernel unrolled further, its loop's like instructions moved);
 - hstu_capture_ncu_pair: the inference capture twice (base, base_again) and with its attention
   kernel on half the SMs (half_sms), its reports carrying the source (ncu --import-source yes)."""
 
 from __future__ import annotations
 
+import re
 import shutil
+from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -21,7 +25,8 @@ import tracekit
 from tracekit import diff as D
 from tracekit.cli import main as cli_main
 
-SHAPES = ("shapes_a", "shapes_a_again", "shapes_a_again2", "shapes_slow", "diff_a", "diff_b")
+SHAPES = ("shapes_a", "shapes_a_again", "shapes_a_again2", "shapes_slow", "diff_a", "diff_b", "occupancy_a",
+          "occupancy_b")
 PAIR = ("base", "base_again", "half_sms")
 
 
@@ -38,7 +43,9 @@ def db(tmp_path_factory):
 
 def _diff(db, base: str, new: str, **kw) -> pl.DataFrame:
     with tracekit.open(db, read_only=True) as tk:
-        return tk.diff(base, new, by="source", **kw)
+        df = tk.diff(base, new, by="source", **kw)
+    assert df.group_by("key", "metric").len()["len"].max() == 1  # (a row per key and metric)
+    return df
 
 
 def _row(df: pl.DataFrame, key: str, metric: str) -> dict:
@@ -58,6 +65,9 @@ def test_the_line_that_got_slower_is_the_one_that_reads_more(db):
     load = _row(df, "shapes_kernel @ ncu_shapes.py:34", "time_ns")
     assert load["verdict"] == "regressed" and 40 < load["delta_pct"] < 60 and load["p_value"] < D.ALPHA
     assert load["note"] == "stalls: long_scoreboard 95% -> long_scoreboard 70%"
+    quiet = _row(df, "shapes_kernel @ ncu_shapes.py:29", "time_ns")  # (176 -> 203 samples)
+    assert quiet["verdict"] == "unchanged" and quiet["note"].startswith(
+        "within the warp samples' noise (176 -> 203 samples, p = 0.59; 6 lines tested: p < 0.0017 needed)")
     inst = _row(df, "shapes_kernel @ ncu_shapes.py:34", "inst_executed")
     assert (inst["base"], inst["new"], inst["verdict"]) == (1_234_688, 9_551_360, "unchanged")
     excess = _row(df, "shapes_kernel @ ncu_shapes.py:34", "l2_excess_sectors")
@@ -67,9 +77,15 @@ def test_the_line_that_got_slower_is_the_one_that_reads_more(db):
         assert r["verdict"] == "unchanged" and r["delta_pct"] < -50, r
         assert r["note"].startswith("differs against a kernel that regressed: its warps' time moved"), r
     assert not df.filter(pl.col("verdict") == "improved").height
-    # the warp samples' shares sum to 100 % on each side, the times to the median launch's
+    # the warp samples' shares sum to 100 % on each side, the lines' times to the mean launch's
     shares = df.filter(pl.col("metric") == "samples_pct")
     assert shares["base"].sum() == pytest.approx(100, abs=0.01) and shares["new"].sum() == pytest.approx(100, abs=0.01)
+    with tracekit.open(db, read_only=True) as tk:
+        mean = tk.sql("SELECT r.name, avg(m.value) FROM ncu_metrics m JOIN runs r USING (run_id) WHERE r.name IN "
+                      "('shapes_a', 'shapes_slow') AND m.metric = 'gpu__time_duration.sum' GROUP BY 1")
+    times = df.filter(pl.col("metric") == "time_ns")
+    means = dict(mean.iter_rows())
+    assert times["base"].sum() == pytest.approx(means["shapes_a"]) and times["new"].sum() == pytest.approx(means["shapes_slow"])
 
 
 @pytest.mark.parametrize("base, new", [("shapes_a", "shapes_a_again"), ("shapes_a_again", "shapes_a_again2"),
@@ -84,18 +100,23 @@ def test_the_same_program_profiled_again_reads_unchanged(db, base, new):
     held = df.filter(pl.col("note").str.contains("within the warp samples' noise"))
     if base.startswith("base"):
         assert held.filter(pl.col("delta_pct").abs() > 5).height > 0  # (the threshold alone would judge them)
-    if new == "shapes_a_again2":
-        r = _row(df, "shapes_kernel @ ncu_shapes.py:38", "time_ns")
+    else:
+        assert df.filter(pl.col("note").str.contains("within ncu's noise for a 17.")).height > 0  # (its mean launch)
+    if new == "shapes_a_again2":  # (a line keyed as the base numbers it)
+        r = _row(df, "shapes_kernel @ ncu_shapes.py:34", "time_ns")
         assert r["note"].startswith("line 34 -> 38; within ") and abs(r["delta_pct"]) < 5
-        assert sorted(int(k.rsplit(":", 1)[1]) for k in df["key"].unique()) == [33, 34, 35, 36, 38, 39]  # (29-35 but 33)
+        assert sorted(int(k.rsplit(":", 1)[1]) for k in df["key"].unique()) == [29, 30, 31, 32, 34, 35]  # (29-35 but 33)
 
 
 def test_half_the_sms_slows_the_attention_kernels_lines_alone(db):
     """half_sms: the cached attention kernel, 1.7x longer on half the SMs, is the one whose lines
-    regressed (each layer's busiest line, 434, by 78-82 %); the other kernels' lines are unchanged."""
+    regressed (each layer's busiest line, 434, by 78-82 %); the other kernels' lines are unchanged.
+    Its lines of few samples are held: each line's p must pass 0.01 over the kernel's lines tested."""
     df = _diff(db, "base", "half_sms")
     changed = df.filter(pl.col("verdict") != "unchanged")
-    assert set(changed["verdict"]) == {"regressed"}
+    assert set(changed["verdict"]) == {"regressed"} and changed.height == 137
+    few = df.filter(pl.col("note").str.contains("lines tested: p < ") & (pl.col("p_value") < D.ALPHA))
+    assert few.height > 0  # (p < 0.01 alone would have judged these)
     assert {k.partition(" @ ")[0] for k in changed["key"]} == {"_hstu_cached_sk_kernel"}
     busiest = changed.filter(pl.col("key").str.ends_with(" @ _cached.py:434"))
     assert busiest.height == 8 and busiest["delta_pct"].min() > 70 and busiest["delta_pct"].max() < 90
@@ -135,7 +156,7 @@ def test_an_edit_above_a_line_is_followed_by_the_files_text(db, tmp_path):
     plain = _diff(db, "base", "base_again")
     assert set(df["verdict"]) == {"unchanged"} and df.height == plain.height
     layer = "_hstu_cached_sk_kernel @ tracekit_ncu/hstu.request/hstu.layer0/hstu_attention"
-    r = _row(df, f"{layer} @ _cached.py:437", "time_ns")
+    r = _row(df, f"{layer} @ _cached.py:434", "time_ns")
     assert r["note"].startswith("line 434 -> 437; ")
     assert r["new"] == _row(plain, f"{layer} @ _cached.py:434", "time_ns")["new"]
 
@@ -157,6 +178,10 @@ def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, caps
     first = out.splitlines()[2].split()
     assert first[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out  # (too narrow for the kernel beside it)
     assert "  Source lines (time per launch): shapes_kernel @ ncu_shapes.py:34 +6.628 µs (+48.8 %, regressed)" in out
+    rc, out, _ = _cli(capsys, "--db", str(db), "diff", "base", "half_sms", "--by", "source", "--limit", "8")
+    keys = [line.split("  ")[1] for line in out.splitlines()[2:10]]  # (the eight layers' line 434)
+    assert rc == 0 and all(re.fullmatch(r"\[layer\d\] @ _cached\.py:434", k) for k in keys), out
+    assert len(set(keys)) == 8
     rc, out, _ = _cli(capsys, "--db", str(db), "compare", "shapes_a", "shapes_a_again", "shapes_slow", "--by", "source")
     assert rc == 0 and out.splitlines()[2].split()[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out
     with tracekit.open(db, read_only=True) as tk:
@@ -168,7 +193,61 @@ def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, caps
         tk.ingest(DATA / "hstu_capture_nsys", name="nsys")
     rc, out, err = _cli(capsys, "--db", str(plain), "diff", "pages", "a", "--by", "source")
     assert rc == 2 and out == "" and err.count("\n") == 1
-    assert err.startswith("tracekit: error: --by source: run 1 (pages) has no instruction-level data with line "
-                          "information; profile with ncu --section SourceCounters"), err
+    assert err.startswith("tracekit: error: --by source: run 1 (pages) has no source lines of kernel launches to "
+                          "compare; profile with ncu --section SourceCounters"), err
     rc, _, err = _cli(capsys, "--db", str(plain), "diff", "nsys", "a", "--by", "source")
     assert rc == 2 and err.startswith("tracekit: error: --by source: run 3 (nsys)") and err.count("\n") == 1, err
+
+
+def test_a_kernel_built_again_from_one_file_pairs_its_lines_by_number(db):
+    """ncu_occupancy_a/_b build one file's kernels with other constants: their instructions differ,
+    so the lines pair by number (the elementwise kernel's loop of like instructions would pair one
+    off by instructions), nothing reads added or removed, and the comparison reads the same either
+    way round: the GEMM's two busiest lines improved one way, regressed the other."""
+    one, other = _diff(db, "occupancy_a", "occupancy_b"), _diff(db, "occupancy_b", "occupancy_a")
+    assert one.filter(pl.col("verdict").is_in(["added", "removed"]) | pl.col("note").str.starts_with("line ")).is_empty()
+    judged = {k for k in one.filter(pl.col("verdict") == "improved")["key"]}
+    assert judged == {"matmul_kernel @ ncu_occupancy.py:36", "matmul_kernel @ ncu_occupancy.py:39"}
+    assert judged == set(other.filter(pl.col("verdict") == "regressed")["key"]) and one.height == other.height
+
+
+def _planted(db, tmp_path, *statements: str) -> Path:
+    """A copy of the store with ``statements`` run on it (a run by name: ``{run:NAME}``)."""
+    path = tmp_path / "planted.duckdb"
+    shutil.copy(db, path)
+    con = duckdb.connect(str(path))
+    ids = dict(con.execute("SELECT name, run_id FROM runs").fetchall())
+    for sql in statements:
+        con.execute(re.sub(r"\{run:(\w+)\}", lambda m: str(ids[m[1]]), sql))
+    con.close()
+    return path
+
+
+def test_odd_launches_planted_in_real_reports(db, tmp_path):
+    """Planted on the real reports: a line with no samples in the base (ncu_shapes_a's load, line 34)
+    is still judged against the slow kernel's; a launch without its duration (ncu_shapes_slow's
+    first) leaves the others to time the lines, shown, not judged (a mean over other launches
+    than the base's); a launch without samples (one of _a_again's six) times nothing, while its
+    counts stay those of the same code."""
+    no_samples = _planted(db, tmp_path, "UPDATE ncu_source SET samples = 0 WHERE run_id = {run:shapes_a} AND line = 34")
+    r = _row(_diff(no_samples, "shapes_a", "shapes_slow"), "shapes_kernel @ ncu_shapes.py:34", "time_ns")
+    assert (r["base"], r["verdict"]) == (0, "regressed") and r["p_value"] < 1e-6
+    (tmp_path / "planted.duckdb").unlink()
+    untimed = _planted(db, tmp_path, "DELETE FROM ncu_metrics WHERE run_id = {run:shapes_slow} AND kernel_id = 0 "
+                                     "AND metric = 'gpu__time_duration.sum'")
+    r = _row(_diff(untimed, "shapes_a", "shapes_slow"), "shapes_kernel @ ncu_shapes.py:34", "time_ns")
+    assert r["verdict"] == "unchanged" and r["note"].startswith("differs; launches timed 6 -> 5 (a launch without ")
+    assert r["delta_pct"] > 40  # (a mean over the five other launches, the shortest left out)
+    (tmp_path / "planted.duckdb").unlink()
+    unsampled = _planted(db, tmp_path, "UPDATE ncu_source SET samples = 0 WHERE run_id = {run:shapes_a_again} "
+                                       "AND kernel_id = 0")
+    df = _diff(unsampled, "shapes_a", "shapes_a_again")
+    assert set(df["verdict"]) == {"unchanged"} and df.filter(pl.col("note").str.contains("launches timed 6 -> 5")).height
+    assert set(df.filter(pl.col("metric") == "inst_executed")["note"]) == {"identical"}
+
+
+def test_an_ncu_keys_path_that_ends_like_a_line_is_no_line():
+    """Only a source scope's key keeps its location: an ncu key whose NVTX path is 'step:3' is
+    shortened as an ncu key, its kernel first."""
+    assert D.shorten_key("void gemm_kernel<float,128>(float*, int) @ step:3", 12).startswith("gemm")
+    assert D.shorten_key("void gemm_kernel<float,128>(float*, int) @ x.py:3", 12, located=True) == "x.py:3"

@@ -1026,9 +1026,7 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
         cells = display(shown, df)  # (keys told apart from every key)
         table = Rows.from_polars(cells)
-        texts = _diff.text_keys(df)  # (narrowed further: an ncu key its kernel, then its NVTX path's end)
-        text_labels = {lab for k, lab in zip(shown["key"], cells["key"], strict=True) if k in texts}
-        table.shorteners = {"key": lambda v, w: _diff.shorten_key(v, w, v not in text_labels)}
+        table.shorteners = {"key": _diff.label_shortener(df)}  # (an ncu key its kernel, then its NVTX path's end)
         _show(table, out, display=columns, columns=cols, all_columns=all_columns, store_path=store_path)
         counts = _diff.verdict_counts(df)  # (as the table shows them)
         more = (f"; {df.height - shown.height} more rows, none judged a change (--limit 0 for all)"

@@ -358,14 +358,12 @@ def table(df: pl.DataFrame, limit: int):
     terminal is narrow (``24.537 ms (+14.9%, regr…``), keys narrowed further as diff's table
     narrows them (``tracekit.diff.shorten_key``: an ncu key its kernel, then its NVTX path's end;
     a source line's its location)."""
-    from .diff import short_keys, shorten_key, text_keys
+    from .diff import label_shortener
     from .table import Rows
 
     rows = Rows.from_polars(wide(changed_first(df, limit), df))
     rows.worded = tuple(c for c in rows.columns if c not in TABLE_COLUMNS)
-    texts = text_keys(df)
-    text_labels = {label for key, label in short_keys(df).items() if key in texts}
-    rows.shorteners = {"key": lambda v, w: shorten_key(v, w, v not in text_labels)}
+    rows.shorteners = {"key": label_shortener(df)}
     return rows
 
 

@@ -131,7 +131,8 @@ against the base).
   block size, the index arithmetic's share of the samples 7.2 -> 0.7 %). Two reports of the
   inference pipeline (hstu_capture_ncu_pair: base, base_again) move its lines of 2,000-2,700
   samples by up to 8 %, the samples' noise; with its attention kernel on half the SMs, that
-  kernel's lines alone regress;
+  kernel's lines alone regress. A line's p must pass ALPHA over the kernel's lines tested
+  (Bonferroni): a kernel of 100 lines is 100 tests;
 * request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
@@ -232,7 +233,6 @@ the per-key summary in Python.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -248,7 +248,7 @@ import numpy as np
 import polars as pl
 
 from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
-from .names import RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
+from .names import ELLIPSIS, RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
 from .registry import NO_CUDA_EVENT, no_cuda_event, untraced
 from .store import CAPTURE_STATUS
 from .sweep_points import Absent, absent_points, said, why_absent
@@ -574,7 +574,7 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
             if s in side.scopes():
                 continue
             if side.run_id is None and side.points:  # a sweep: what its points compare by
-                scopes = ", ".join(sc for sc in SCOPES if sc in side.scopes())
+                scopes = ", ".join(sc for sc in SCOPES if sc in side.scopes() and sc not in ASKED_ONLY)
                 if s == "sweep" and not side.timed:
                     raise QueryError(f"--by sweep: {side.label} is a program's sweep: the sweep scope compares "
                                      "the timed requests' latency of the HSTU workload's sweeps, and a program's "
@@ -1761,97 +1761,92 @@ SOURCE_UNDIRECTED = {
 }
 
 
-def _sampled_p(kb: float, kn: float, b: float, n: float, band_pct: float) -> float | None:
+def _sampled_p(xb: dict, xn: dict, band_pct: float) -> float:
     """Whether a line's time moved more than its warp stall samples' noise allows: the two-sided
     p of the log ratio of its times beyond the kernel's duration noise (``band_pct``), each side's
-    samples a Poisson count (variance of the log 1/k); None where a side has no samples."""
-    if kb <= 0 or kn <= 0 or b <= 0 or n <= 0:
-        return None
-    shift = abs(math.log(n / b)) - math.log1p(band_pct / 100)
+    samples a Poisson count (variance of the log 1/k), each side given half a sample more (its
+    time half a sample's worth more), so that a line of no samples on one side is judged too."""
+    tb = xb["time_ns"] + 0.5 * xb["ns_per_sample"]
+    tn = xn["time_ns"] + 0.5 * xn["ns_per_sample"]
+    shift = abs(math.log(tn / tb)) - math.log1p(band_pct / 100)
     if shift <= 0:
         return 1.0
-    return math.erfc(shift / math.sqrt(2 * (1 / kb + 1 / kn)))
+    return math.erfc(shift / math.sqrt(2 * (1 / (xb["samples"] + 0.5) + 1 / (xn["samples"] + 0.5))))
 
 
-@functools.lru_cache(maxsize=64)
-def _aligned(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[int, int]]:
-    """The positions of two instruction sequences (opcodes) a text diff pairs: all of them where
-    the code is the same; kept for the next key of the same code (a kernel's layers)."""
-    if a == b:
-        return [(i, i) for i in range(len(a))]
-    import difflib
-
-    return [(blk.a + k, blk.b + k) for blk in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
-            for k in range(blk.size)]
-
-
-def _line_map(lb: list[tuple[str, int]], ln: list[tuple[str, int]], files: dict[str, str],
-              texts: tuple[dict[str, list[str]], dict[str, list[str]]],
+def _line_map(lb: set[tuple[str, int]], ln: set[tuple[str, int]], files: dict[str, str],
+              by_text: Callable[[str, str], dict[int, int] | None],
               code: tuple[list[tuple], list[tuple]]) -> dict[tuple[str, int], tuple[str, int]]:
-    """Base (file, line) -> new (file, line) of one kernel's lines. A file both reports carry
-    the text of (ncu --import-source) by its text: lines of unchanged runs of text, and of edited
-    runs of as many lines in order, as a text diff pairs them (a line an edit above it moved is
-    the same line). Otherwise by the kernel's instructions (``code``: each side's (opcode, file,
-    line) in address order): aligned by opcode as a text diff aligns lines, a base line is the
-    new line most of its aligned instructions sit on (the same code built from a file whose
-    lines moved); a line left without either, by its number. ``files``: new file -> base file."""
-    import difflib
-
-    have = set(ln)
+    """Base (file, line) -> new (file, line) of one kernel's lines (``files``: new file -> base
+    file). A file whose text both reports carry (ncu --import-source), by its text (``by_text``:
+    base line -> new line, as a text diff pairs them: a line an edit above it moved is the same
+    line). Otherwise, where the kernel's code is the same instruction for instruction (``code``:
+    each side's (opcode, file, line) in address order), a base line is the new line most of its
+    instructions sit on: the same code built from a file whose lines moved. Any line left, by its
+    number: code that changed pairs no instruction with another for sure (a recompiled loop of
+    like instructions would pair them one off)."""
     out: dict[tuple[str, int], tuple[str, int]] = {}
-    by_text = {fb for fn, fb in files.items() if fb in texts[0] and fn in texts[1]}
+    taken: set[tuple[str, int]] = set()
+    texted = set()
     for fn, fb in files.items():
-        if fb not in by_text:
-            continue
-        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, texts[0][fb], texts[1][fn], autojunk=False).get_opcodes():
-            if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
-                out.update({(fb, i + 1): (fn, j1 + i - i1 + 1) for i in range(i1, i2)})
-    votes: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
-    for i, j in _aligned(tuple(c[0] for c in code[0]), tuple(c[0] for c in code[1])):
-        xb, xn = code[0][i][1:], code[1][j][1:]
-        if None not in xb and None not in xn and xb[0] not in by_text and files.get(xn[0]) == xb[0]:
-            votes.setdefault(xb, {}).setdefault(xn, 0)
-            votes[xb][xn] += 1
-    for xb, to in sorted(votes.items(), key=lambda v: -max(v[1].values())):  # (the surest first: one new line each)
-        best = max(sorted(to), key=to.get)
-        if best not in out.values():
-            out[xb] = best
-    out = {xb: xn for xb, xn in out.items() if xn in have}
-    taken = set(out.values())
-    for fb, line in lb:  # (left: by number, where the new side's line of that number is left too)
-        fn = next((f for f, g in files.items() if g == fb), None)
-        if (fb, line) not in out and fn is not None and (fn, line) in have and (fn, line) not in taken:
+        pairs = by_text(fb, fn)
+        if pairs is not None:
+            texted.add(fb)
+            for x, y in pairs.items():
+                if (fb, x) in lb and (fn, y) in ln:
+                    out[(fb, x)] = (fn, y)
+                    taken.add((fn, y))
+    if code[0] and [c[0] for c in code[0]] == [c[0] for c in code[1]]:
+        votes: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
+        for (_, *xb), (_, *xn) in zip(*code, strict=True):
+            xb, xn = tuple(xb), tuple(xn)
+            if xb in lb and xn in ln and xb[0] not in texted and files.get(xn[0]) == xb[0]:
+                votes.setdefault(xb, {}).setdefault(xn, 0)
+                votes[xb][xn] += 1
+        for xb, to in sorted(votes.items(), key=lambda v: (-max(v[1].values()), v[0])):  # (the surest first)
+            best = max(sorted(to), key=to.get)
+            if best not in taken:
+                out[xb] = best
+                taken.add(best)
+    base_to_new = {fb: fn for fn, fb in files.items()}
+    for fb, line in sorted(lb):
+        fn = base_to_new.get(fb)
+        if (fb, line) not in out and fn is not None and (fn, line) in ln and (fn, line) not in taken:
             out[(fb, line)] = (fn, line)
             taken.add((fn, line))
-    return {xb: xn for xb, xn in out.items() if xb in set(lb)}
+    return out
 
 
-def _source_lines(df: pl.DataFrame, durations: dict[int, float]) -> dict[tuple[str, int], dict]:
-    """(file, line) -> the line over a key's launches on one side (``source_lines.sql``'s rows
-    of them): its time per launch (each launch's duration times the line's share of its
-    samples), samples, share of the launches' samples, counts per launch, stalls by reason."""
-    launches = {k: s for k, s in df.select("kernel_id", "launch_samples").unique().iter_rows() if s}
-    n = len(launches) or 1
-    total = sum(launches.values())
+def _source_lines(df: pl.DataFrame, durations: dict[int, float | None]) -> tuple[dict[tuple[str, int], dict], dict]:
+    """A key's lines on one side (``source_lines.sql``'s rows of its launches): (file, line) ->
+    its time per launch (each launch's duration times the line's share of its samples, over the
+    launches with samples and a duration), the samples behind it and their share of those
+    launches', counts per launch (over every launch with the line information), stalls by
+    reason; and of the launches timed: how many, their mean duration and a sample's time a
+    launch (``ns_per_sample``: what one sample more on a line adds to its time per launch)."""
+    totals = dict(df.select("kernel_id", "launch_samples").unique().iter_rows())
+    timed = {k: (durations[k], s) for k, s in totals.items() if s and durations.get(k) is not None}
+    n_all, n = len(totals) or 1, len(timed)
+    info = {"launches": n, "mean_ns": sum(d for d, _ in timed.values()) / n if n else None,
+            "ns_per_sample": sum(d / s for d, s in timed.values()) / n / n if n else None}
+    whole = sum(s for _, s in timed.values())
     out: dict[tuple[str, int], dict] = {}
     for r in df.iter_rows(named=True):
-        got = out.setdefault((r["file"], r["line"]), {"time_ns": 0.0, "samples": 0.0, "stalls": {}, "timed": True,
+        got = out.setdefault((r["file"], r["line"]), {"time_ns": 0.0 if n else None, "samples": 0.0, "stalls": {},
                                                       **dict.fromkeys(SOURCE_METRICS[2:], 0.0)})
-        s, whole, dur = r["samples"] or 0.0, launches.get(r["kernel_id"]), durations.get(r["kernel_id"])
-        if whole and dur is None:
-            got["timed"] = False
-        elif whole:
-            got["time_ns"] += dur * s / whole / n
-        got["samples"] += s
         for m in SOURCE_METRICS[2:]:
-            got[m] += (r[m] or 0.0) / n
+            got[m] += (r[m] or 0.0) / n_all
+        if r["kernel_id"] not in timed:
+            continue
+        dur, launch = timed[r["kernel_id"]]
+        got["time_ns"] += dur * (r["samples"] or 0.0) / launch / n
+        got["samples"] += r["samples"] or 0.0
         for st in r["stalls"] or []:
             got["stalls"][st["reason"]] = got["stalls"].get(st["reason"], 0.0) + st["samples"]
     for got in out.values():
-        got["samples_pct"] = 100 * got["samples"] / total if total else None
-        if not got["timed"]:
-            got["time_ns"] = None
-    return out
+        got["samples_pct"] = 100 * got["samples"] / whole if whole else None
+        got["ns_per_sample"] = info["ns_per_sample"]
+    return out, info
 
 
 def _top_stall(line: dict) -> str:
@@ -1862,19 +1857,37 @@ def _top_stall(line: dict) -> str:
     return f"{reason} {100 * st[reason] / sum(st.values()):.0f}%"
 
 
+def _source_files(files_b: set[str], files_n: set[str]) -> dict[str, str]:
+    """New file -> base file of one kernel's lines: the same path; else the one file of its name
+    on each side (another checkout); else, where one file is left on each side, that one (a
+    generated file named by its content's hash, as TorchInductor's are)."""
+    out = {f: f for f in files_n if f in files_b}
+    for f in sorted(files_n - set(out)):
+        named = [[g for g in files if os.path.basename(g) == os.path.basename(f)] for files in (files_b, files_n)]
+        if len(named[0]) == 1 and len(named[1]) == 1 and named[0][0] not in out.values():
+            out[f] = named[0][0]
+    left = [sorted(files_n - set(out)), sorted(files_b - set(out.values()))]
+    if len(left[0]) == 1 and len(left[1]) == 1:
+        out[left[0][0]] = left[1][0]
+    return out
+
+
 def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) -> list[_Row]:
     """Per source line of each kernel both reports profiled with Source Counters (keys as the
-    ncu scope matches them, ``ncu_pairs``): ``kernel @ file:line``, the lines of the two
-    reports paired by ``_line_map``. A line's time is judged where it moved beyond the kernel's
-    noise and its warp samples' (``_sampled_p``), and only the way the kernel's median launch
-    moved: where the kernel took as long, or moved the other way, its warps' time moved
-    between its lines, which is said, not judged."""
+    ncu scope matches them, ``ncu_pairs``): ``kernel @ file:line``, the line as the base report
+    numbers it (a line only in the new report: ``file:line (new)``), the lines of the two reports
+    paired by ``_line_map``. A line's time per launch is judged where it moved beyond the
+    threshold or ncu's noise at the kernel's mean launch, its warp samples' noise past that
+    (``_sampled_p``, p below ALPHA over the kernel's lines tested), and only the way the kernel's
+    mean launch moved: where the kernel took as
+    long, or moved the other way, its warps' time moved between its lines, said, not judged."""
     df = con.sql(_sql("source_lines"), params=params).pl()
     for side, label in enumerate(labels):
         if df.filter(pl.col("side") == side).is_empty():
-            raise QueryError(f"--by source: {label} has no instruction-level data with line information; profile "
-                             "with ncu --section SourceCounters (or --set full) and ingest the .ncu-rep (Triton "
-                             "kernels have lines; CUDA needs nvcc -lineinfo)")
+            raise QueryError(f"--by source: {label} has no source lines of kernel launches to compare; profile with "
+                             "ncu --section SourceCounters (or --set full) and ingest the .ncu-rep (Triton kernels "
+                             "have lines, CUDA needs nvcc -lineinfo; a range's or a graph's instructions are not "
+                             "compared by line)")
     launches = con.sql(_sql("ncu_launches"), params=params).pl()
     gb, gn = _ncu_groups(launches, 0), _ncu_groups(launches, 1)
     texts: tuple[dict, dict] = ({}, {})
@@ -1883,6 +1896,24 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
             "JOIN ncu_source_lines t ON t.run_id = s.run_id WHERE t.run_id IN ($base, $new) GROUP BY ALL",
             params).fetchall():
         texts[side][file] = text
+    text_pairs: dict[tuple[str, str], dict[int, int] | None] = {}
+
+    def by_text(fb: str, fn: str) -> dict[int, int] | None:
+        """Base line -> new line of a file both reports carry: unchanged runs of text, and edited
+        runs of as many lines in order, as a text diff pairs them (once per pair of files)."""
+        if (fb, fn) not in text_pairs:
+            tb, tn = texts[0].get(fb), texts[1].get(fn)
+            pairs = None
+            if tb is not None and tn is not None:
+                import difflib
+
+                pairs = {}
+                for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, tb, tn, autojunk=False).get_opcodes():
+                    if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
+                        pairs.update({i + 1: j1 + i - i1 + 1 for i in range(i1, i2)})
+            text_pairs[(fb, fn)] = pairs
+        return text_pairs[(fb, fn)]
+
     instructions: dict[tuple[int, int], list[tuple]] = {}  # (side, kernel_id) -> (opcode, file, line) by address
     for side, kid, op, file, line in con.execute(
             "SELECT s.side, n.kernel_id, regexp_extract(n.sass, '^\\S+'), n.file, n.line "
@@ -1894,41 +1925,44 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
     for key, kb, kn, _how in ncu_pairs(gb, gn):
         if kb is None or kn is None:  # (a kernel in one report: the ncu scope says so)
             continue
-        lines, code = [], []
+        sides, code = [], []
         for side, group in ((0, gb[kb]), (1, gn[kn])):
             ids = {x["kernel_id"]: x["duration_ns"] for x in group}
-            lines.append(_source_lines(df.filter((pl.col("side") == side) & pl.col("kernel_id").is_in(list(ids))),
+            sides.append(_source_lines(df.filter((pl.col("side") == side) & pl.col("kernel_id").is_in(list(ids))),
                                        ids))
             code.append(instructions.get((side, min(ids)), []))  # (the key's first launch's: its code)
-        lb, ln = lines
+        (lb, ib), (ln, i_n) = sides
         if not lb or not ln:
             continue
-        dur = [float(np.median([x["duration_ns"] for x in g if x["duration_ns"] is not None] or [np.nan]))
-               for g in (gb[kb], gn[kn])]
-        shorter = min((d for d in dur if d > 0), default=None)
-        band = None if shorter is None else round(100 * NCU_NOISE_NS / shorter + NCU_NOISE_PCT, 1)
+        mean = [ib["mean_ns"], i_n["mean_ns"]]
+        shorter = min((d for d in mean if d), default=None)
+        band = round(100 * NCU_NOISE_NS / shorter + NCU_NOISE_PCT, 1) if shorter else None
         limit_pct = threshold if band is None else max(threshold, band)
         within = "threshold" if limit_pct == threshold else f"ncu's noise for a {_human('duration_ns', shorter)} launch"
-        kernel = "unchanged" if band is None or not _beyond(*dur, limit_pct) else \
-            "regressed" if dur[1] > dur[0] else "improved"
-        files_b, files_n = {f for f, _ in lb}, {f for f, _ in ln}
-        base_of = {}  # new file -> base file: the same path, else the one file of its name on each side
-        for f in files_n:
-            named = [[g for g in files if os.path.basename(g) == os.path.basename(f)] for files in (files_b, files_n)]
-            if f in files_b or (len(named[0]) == 1 and len(named[1]) == 1):
-                base_of[f] = f if f in files_b else named[0][0]
-        pairs: list[tuple[tuple | None, tuple | None]] = list(_line_map(list(lb), list(ln), base_of, texts,
-                                                                        (code[0], code[1])).items())
-        seen_b, seen_n = {p[0] for p in pairs}, {p[1] for p in pairs}
-        pairs += [(k, None) for k in lb if k not in seen_b] + [(None, k) for k in ln if k not in seen_n]
+        kernel = "unchanged" if band is None or None in mean or not _beyond(*mean, limit_pct) else \
+            "regressed" if mean[1] > mean[0] else "improved"
+        files = _source_files({f for f, _ in lb}, {f for f, _ in ln})
+        names = [os.path.basename(f) for f in {f for f, _ in (*lb, *ln)}]
+
+        def where(file: str, line: int, new: bool = False, key: str = key, names: list = names) -> str:
+            """The row's key: the file by its name, by its path where two of the kernel's share the name."""
+            shown = os.path.basename(file) if names.count(os.path.basename(file)) == 1 else file
+            return f"{key} @ {shown}:{line}" + (" (new)" if new else "")
+
+        paired = _line_map(set(lb), set(ln), files, by_text, (code[0], code[1]))
+        seen = set(paired.values())
+        pairs = [*sorted(paired.items()), *((x, None) for x in sorted(lb) if x not in paired),
+                 *((None, x) for x in sorted(ln) if x not in seen)]
+        # (each line is a test: p must pass ALPHA over the kernel's lines tested, Bonferroni's bound)
+        tested = sum(1 for pb, pn in pairs if pb and pn and (lb[pb]["samples"] or ln[pn]["samples"]))
+        alpha = ALPHA / max(tested, 1)
         for pb, pn in pairs:
-            file, line = pn or pb
-            row_key = f"{key} @ {os.path.basename(file)}:{line}"
+            row_key = where(*pb) if pb else where(*pn, new=True)
             xb, xn = lb.get(pb) if pb else None, ln.get(pn) if pn else None
-            moved_line = f"line {pb[1]} -> {pn[1]}" if pb and pn and pb[1] != pn[1] else ""
-            tb = xb["time_ns"] if xb else None
-            tn = xn["time_ns"] if xn else None
-            effect = abs((tn or 0.0) * len(gn[kn]) - (tb or 0.0) * len(gb[kb]))
+            moved_line = "" if not (pb and pn) or pb == pn else \
+                f"line {pb[1]} -> {pn[1]}" if pb[0] == pn[0] else f"line {pb[1]} -> {where(*pn).rpartition(' @ ')[2]}"
+            tb, tn = (xb or {}).get("time_ns"), (xn or {}).get("time_ns")
+            effect = abs((tn or 0.0) * i_n["launches"] - (tb or 0.0) * ib["launches"])
             if xb is None or xn is None:
                 one = xn or xb
                 if one["time_ns"] is not None and one["samples"]:
@@ -1944,11 +1978,14 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
                 if metric == "time_ns":
                     if not (xb["samples"] or xn["samples"]):
                         continue
-                    p = _sampled_p(xb["samples"], xn["samples"], b, n, band or 0.0)
-                    held = (f"within the warp samples' noise ({xb['samples']:,.0f} -> {xn['samples']:,.0f} samples"
-                            + (f", p = {_fmt_p(p)})" if p is not None else ")"))
-                    verdict, note = _judge(b, n, limit_pct, 1, p is not None and p < ALPHA, held, within)
-                    if verdict != "unchanged" and verdict != kernel:  # (the kernel's time says what the line cost)
+                    p = _sampled_p(xb, xn, band or 0.0)
+                    held = f"within the warp samples' noise ({xb['samples']:,.0f} -> {xn['samples']:,.0f} samples, " \
+                           f"p = {_fmt_p(p)}; {tested} lines tested: p < {alpha:.2g} needed)"
+                    verdict, note = _judge(b, n, limit_pct, 1, p < alpha, held, within)
+                    if verdict != "unchanged" and ib["launches"] != i_n["launches"]:  # (means of other launches)
+                        verdict, note = "unchanged", (f"differs; launches timed {ib['launches']} -> {i_n['launches']} "
+                                                      "(a launch without samples or duration): not judged")
+                    elif verdict != "unchanged" and verdict != kernel:  # (the kernel's time says what the line cost)
                         verdict, note = "unchanged", (
                             "differs; the kernel's launches took as long: its warps' time moved between its lines, "
                             "not judged" if kernel == "unchanged" else
@@ -2947,27 +2984,32 @@ POINT_KEY = re.compile(rf"((?:[A-Za-z_][A-Za-z0-9_]*={_GRID_VALUE},)*[A-Za-z_][A
 NAME_SCOPES = ("kernel", "ncu", "source", "cpu", "sweep")
 
 
-#: the end of a source scope's key, `` @ file.py:434``: a source line's location
-SOURCE_LOCATION = re.compile(r" @ ([^\s/\\@]+:\d+)$")
-
-
-def shorten_key(key: str, width: int, name: bool = True) -> str:
+def shorten_key(key: str, width: int, name: bool = True, located: bool = False) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
     shortener; NVTX paths, API names and sweep points cut like other text (a '(' or '<' in a
     path of ranges, 'step(bs=8)/mlp', is the ranges' text, not a parameter list: a kernel's
     name holds no '/'); ``name`` False: ``key`` is text whatever it holds (an NVTX range
     'step(bs=8)', a Python function 'main (bench.py)'). An empty key (an NVTX range with no
-    text) is ``(unnamed)``; a sweep point's key keeps its point first."""
+    text) is ``(unnamed)``; a sweep point's key keeps its point first. ``located``: a source
+    line's key (or its label), ``kernel @ file:line``: the location kept whole and the kernel
+    shortened beside it, a label's bracketed tag kept (``[layer7]``: what tells it from the
+    kernel's other keys); too narrow for both, the location's end."""
     at_point = POINT_KEY.fullmatch(key)
     if at_point and len(at_point[1]) + 14 <= width:
-        return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name)}"
+        return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name, located)}"
     if not key.strip():
         return UNNAMED
-    loc = SOURCE_LOCATION.search(key) if name else None
-    if loc:  # a source line's key: its location kept whole, the kernel shortened; else the location's end
-        if len(loc[1]) + 9 <= width:
-            return f"{shorten_key(key[:loc.start()], width - len(loc[1]) - 3, name)} @ {loc[1]}"
-        return loc[1] if len(loc[1]) <= width else "…" + loc[1][len(loc[1]) - width + 1:]
+    if located:
+        head, _, loc = key.rpartition(" @ ")
+        if len(loc) + 9 > width:
+            return loc if len(loc) <= width else ELLIPSIS + loc[len(loc) - width + 1:]
+        room = width - len(loc) - 3
+        tag = re.search(r" (\[[^\]]*\])$", head) if len(head) > room else None
+        if tag is None:
+            return f"{shorten_key(head, room, name)} @ {loc}"
+        if len(tag[1]) + 5 > room:
+            return f"{cut_end(tag[1], room)} @ {loc}"
+        return f"{shorten_key(head[:tag.start()], room - len(tag[1]) - 1, name)} {tag[1]} @ {loc}"
     head, at, path = key.partition(" @ ")
     if name and "/" not in head and (head.startswith("void ") or any(c in head for c in "<(")):
         head = short_name(head, width)
@@ -2999,15 +3041,31 @@ def short_keys(keys: list[str] | pl.DataFrame, width: int = 60) -> dict[str, str
     texts = text_keys(keys) if isinstance(keys, pl.DataFrame) else set()
     unique = list(dict.fromkeys(keys["key"].to_list() if isinstance(keys, pl.DataFrame) else keys))
     # a source line's key: its kernel's key told apart from the other kernels', then its location whole
-    located = {k: m for k in unique if k not in texts and (m := SOURCE_LOCATION.search(k))}
+    located = {k: k.rpartition(" @ ") for k in source_keys(keys)}
     out = {}
-    if located:
-        room = max(width - 3 - max(len(m[1]) for m in located.values()), 12)
-        heads = short_keys(list(dict.fromkeys(k[:m.start()] for k, m in located.items())), room)
-        out = {k: f"{heads[k[:m.start()]]} @ {m[1]}" for k, m in located.items()}
-    rest = [k for k in unique if k not in located]
-    out.update(zip(rest, distinct_labels(rest, width, lambda k, w: shorten_key(k, w, k not in texts)), strict=True))
+    room = width - 3 - max((len(k[2]) for k in located.values()), default=0)
+    if located and room >= 8:
+        heads = short_keys(list(dict.fromkeys(k[0] for k in located.values())), room)
+        out = {k: f"{heads[head]} @ {loc}" for k, (head, _, loc) in located.items()}
+    out.update(zip([k for k in unique if k not in out], distinct_labels(
+        [k for k in unique if k not in out], width, lambda k, w: shorten_key(k, w, k not in texts, k in located)),
+        strict=True))
     return {k: out[k] for k in unique}
+
+
+def source_keys(keys: list[str] | pl.DataFrame) -> set[str]:
+    """The keys of a comparison's rows (``scope``, ``key``) that are source lines' (``kernel @
+    file:line``, the source scope's); none of a list of keys."""
+    return set(keys.filter(pl.col("scope") == "source")["key"].to_list()) if isinstance(keys, pl.DataFrame) else set()
+
+
+def label_shortener(df: pl.DataFrame) -> Callable[[str, int], str]:
+    """How a table narrows further the labels ``short_keys(df)`` gives a comparison's keys, by
+    ``shorten_key``: a label of text as text, a source line's keeping its location."""
+    labels = short_keys(df)
+    text_labels = {labels[k] for k in text_keys(df)}
+    located = {labels[k] for k in source_keys(df)}
+    return lambda v, w: shorten_key(v, w, v not in text_labels, v in located)
 
 
 #: the columns a terminal shows by default (p with --all-columns): the note says why a

@@ -164,15 +164,21 @@ def test_wrong_runs_and_values_are_one_line(store, tmp_path, capsys, params, sai
 
 
 def test_a_report_of_two_ncu_runs_compared_draws_their_roofline(store, tmp_path):
-    """report --vs of two ncu runs: the roofline compared follows the diff; a comparison of
-    nsys runs has none."""
+    """report --vs of two ncu runs: the roofline compared follows the diff, then the kernels line
+    by line (their Source Counters); a comparison of nsys runs has neither."""
     with tracekit.open(store) as tk:
         ncu = report.write_report(tk, tmp_path / "ncu.html", run="shapes_slow", vs="shapes_a")
         nsys = report.write_report(tk, tmp_path / "nsys.html", run="nsys_new", vs="nsys")
     html = ncu.read_text()
-    assert html.index('id="diff"') < html.index('id="diff-roofline"') < html.index('id="roofline"')
+    assert html.index('id="diff"') < html.index('id="diff-roofline"') < html.index('id="diff-source"') \
+        < html.index('id="roofline"')
     assert "tracekit chart diff-roofline -p base=1 -p new=2" in html
-    assert 'id="diff-roofline"' not in nsys.read_text()
+    assert 'id="diff-roofline"' not in nsys.read_text() and 'id="diff-source"' not in nsys.read_text()
+    # the kernel line by line: its load in the loop regressed, as diff --by source says
+    lines = html[html.index('<section id="diff-source">'):html.index('id="roofline"')]
+    assert "What moved: Source lines (mean time per launch): shapes_kernel @ ncu_shapes.py:34 +6.628 µs (+48.8 %, " \
+           "regressed)" in lines and "(tracekit diff 1 2 --by source)" in lines
+    assert lines.count('class="verdict v-regressed"') == 2, lines  # (lines 34 and 31)
     if chromium() is None:
         pytest.skip("no chromium")
     page = report_drawn(ncu)

@@ -28,6 +28,8 @@ from tracekit.cli import main as cli_main
 SHAPES = ("shapes_a", "shapes_a_again", "shapes_a_again2", "shapes_slow", "diff_a", "diff_b", "occupancy_a",
           "occupancy_b")
 PAIR = ("base", "base_again", "half_sms")
+#: tests/data/hstu_capture_ncu: the inference capture under ncu from another checkout of tracekit, whose
+#: kernel files' lines had moved by 18-32 (no source text in the report)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +40,7 @@ def db(tmp_path_factory):
             tk.ingest(DATA / f"ncu_{name}" / "report.ncu-rep.xz", name=name)
         for name in PAIR:
             tk.ingest(DATA / "hstu_capture_ncu_pair" / name, name=name)
+        tk.ingest(DATA / "hstu_capture_ncu" / "ncu.ncu-rep.xz", name="checkout")
     return path
 
 
@@ -120,8 +123,11 @@ def test_half_the_sms_slows_the_attention_kernels_lines_alone(db):
     assert {k.partition(" @ ")[0] for k in changed["key"]} == {"_hstu_cached_sk_kernel"}
     busiest = changed.filter(pl.col("key").str.ends_with(" @ _cached.py:434"))
     assert busiest.height == 8 and busiest["delta_pct"].min() > 70 and busiest["delta_pct"].max() < 90
+    # (the reports carry the source: the line's code ends its note)
+    assert set(busiest["note"].str.replace(r"^stalls: \S+ \d+% -> \S+ \d+%; ", "")) == {
+        "code: p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)"}
     lines = D.moved(df)
-    assert len(lines) == 1 and lines[0].startswith("Source lines (time per launch): _hstu_cached_sk_kernel @ ")
+    assert len(lines) == 1 and lines[0].startswith("Source lines (mean time per launch): _hstu_cached_sk_kernel @ ")
     assert "_cached.py:434 +10" in lines[0] and lines[0].endswith(f"; {changed.height - 3} more")
 
 
@@ -177,13 +183,16 @@ def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, caps
     assert rc == 0 and err == ""
     first = out.splitlines()[2].split()
     assert first[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out  # (too narrow for the kernel beside it)
-    assert "  Source lines (time per launch): shapes_kernel @ ncu_shapes.py:34 +6.628 µs (+48.8 %, regressed)" in out
+    assert "  Source lines (mean time per launch): shapes_kernel @ ncu_shapes.py:34 +6.628 µs (+48.8 %, regressed)" in out
     rc, out, _ = _cli(capsys, "--db", str(db), "diff", "base", "half_sms", "--by", "source", "--limit", "8")
     keys = [line.split("  ")[1] for line in out.splitlines()[2:10]]  # (the eight layers' line 434)
-    assert rc == 0 and all(re.fullmatch(r"\[layer\d\] @ _cached\.py:434", k) for k in keys), out
+    assert rc == 0 and all(re.fullmatch(r"\[layer\d\] _cached\.py:434", k.strip()) for k in keys), out
     assert len(set(keys)) == 8
     rc, out, _ = _cli(capsys, "--db", str(db), "compare", "shapes_a", "shapes_a_again", "shapes_slow", "--by", "source")
     assert rc == 0 and out.splitlines()[2].split()[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out
+    rc, out, _ = _cli(capsys, "--db", str(db), "compare", "base", "base_again", "half_sms", "--by", "source", "--limit", "8")
+    keys = [line.split("  ")[1].strip() for line in out.splitlines()[2:10]]  # (each layer's line, told apart)
+    assert rc == 0 and all(re.fullmatch(r"\[layer\d\] …?\S*\.py:\d+", k) for k in keys) and len(set(keys)) == 8, out
     with tracekit.open(db, read_only=True) as tk:
         assert "source" not in set(tk.diff("shapes_a", "shapes_slow")["scope"])
     plain = db.parent / "plain.duckdb"
@@ -236,8 +245,14 @@ def test_odd_launches_planted_in_real_reports(db, tmp_path):
     untimed = _planted(db, tmp_path, "DELETE FROM ncu_metrics WHERE run_id = {run:shapes_slow} AND kernel_id = 0 "
                                      "AND metric = 'gpu__time_duration.sum'")
     r = _row(_diff(untimed, "shapes_a", "shapes_slow"), "shapes_kernel @ ncu_shapes.py:34", "time_ns")
-    assert r["verdict"] == "unchanged" and r["note"].startswith("differs; launches timed 6 -> 5 (a launch without ")
+    assert r["verdict"] == "unchanged" and r["note"].startswith("differs; launches timed 6 -> 5 (profiled, with "
+                                                                "samples and a duration): a mean over other launches")
     assert r["delta_pct"] > 40  # (a mean over the five other launches, the shortest left out)
+    (tmp_path / "planted.duckdb").unlink()
+    zero = _planted(db, tmp_path, "UPDATE ncu_metrics SET value = 0 WHERE run_id = {run:shapes_slow} AND kernel_id = 0 "
+                                  "AND metric = 'gpu__time_duration.sum'")  # (a duration of 0 times nothing)
+    r = _row(_diff(zero, "shapes_a", "shapes_slow"), "shapes_kernel @ ncu_shapes.py:34", "time_ns")
+    assert r["note"].startswith("differs; launches timed 6 -> 5")
     (tmp_path / "planted.duckdb").unlink()
     unsampled = _planted(db, tmp_path, "UPDATE ncu_source SET samples = 0 WHERE run_id = {run:shapes_a_again} "
                                        "AND kernel_id = 0")
@@ -251,3 +266,25 @@ def test_an_ncu_keys_path_that_ends_like_a_line_is_no_line():
     shortened as an ncu key, its kernel first."""
     assert D.shorten_key("void gemm_kernel<float,128>(float*, int) @ step:3", 12).startswith("gemm")
     assert D.shorten_key("void gemm_kernel<float,128>(float*, int) @ x.py:3", 12, located=True) == "x.py:3"
+
+
+def test_a_line_an_edit_moved_is_followed_by_the_instructions_around_it(db):
+    """Without the source in the reports: ncu_shapes_a_again2's file had four lines more above the
+    kernel, ncu_shapes_slow's kernel reads its input four times. The load (line 38 of _a_again2,
+    34 of _slow) is the line that regressed, paired by the shift of the instructions aligned
+    around it (their opcodes rare in both: the load loop's like instructions align one off), and
+    no line reads added or removed. The inference capture from another checkout, its files'
+    lines moved by 18-32: most lines paired, by the files' names (no path in a key), the same
+    either way round."""
+    df = _diff(db, "shapes_a_again2", "shapes_slow")
+    load = _row(df, "shapes_kernel @ ncu_shapes.py:38", "time_ns")
+    assert load["verdict"] == "regressed" and load["note"].startswith("line 38 -> 34; stalls: long_scoreboard")
+    assert df.filter(pl.col("verdict").is_in(["added", "removed"])).is_empty()
+    assert set(df.filter(pl.col("verdict") != "unchanged")["key"]) == {"shapes_kernel @ ncu_shapes.py:38"}
+    one, other = _diff(db, "base", "checkout"), _diff(db, "checkout", "base")
+    moved = one.filter((pl.col("metric") == "time_ns") & pl.col("note").str.starts_with("line "))
+    alone = one.filter(pl.col("verdict").is_in(["added", "removed"]))
+    assert moved.height > 700 and alone.height < 40 and not one["key"].str.contains(" @ /").any()
+    assert sorted(one["verdict"].value_counts().rows()) == sorted(
+        (v.replace("added", "x").replace("removed", "added").replace("x", "removed"), n)
+        for v, n in other["verdict"].value_counts().rows())

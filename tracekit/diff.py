@@ -233,11 +233,13 @@ the per-key summary in Python.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import re
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -1753,6 +1755,12 @@ def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
 #: launch (judged), its share of the kernel's warp stall samples, and what executed there per
 #: launch (exact counts: read with the time, not judged)
 SOURCE_METRICS = ("time_ns", "samples_pct", "inst_executed", "l2_excess_sectors", "shared_excess_wavefronts")
+#: code that changed pairs a line with the new line at the shift most aligned instructions of the
+#: lines this many lines either side of it moved by: an edit moves a region of lines together
+SHIFT_LINES = 8
+#: ... counting only the aligned instructions of an opcode a kernel has at most this many of
+ANCHOR_MAX = 4
+SOURCE_COUNTS = SOURCE_METRICS[2:]  # (summed per launch from source_lines.sql's columns of these names)
 SOURCE_UNDIRECTED = {
     "samples_pct": "where the kernel's warp samples fall, read with time_ns: not judged",
     "inst_executed": "the instructions the line executed per launch, read with time_ns: not judged",
@@ -1774,46 +1782,85 @@ def _sampled_p(xb: dict, xn: dict, band_pct: float) -> float:
     return math.erfc(shift / math.sqrt(2 * (1 / (xb["samples"] + 0.5) + 1 / (xn["samples"] + 0.5))))
 
 
+@functools.lru_cache(maxsize=16)
+def _aligned(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """The positions of two instruction sequences (opcodes) a text diff pairs; kept for the next
+    key of the same code (each layer of a model launches its kernels again)."""
+    import difflib
+
+    return tuple((blk.a + k, blk.b + k) for blk in difflib.SequenceMatcher(None, a, b, autojunk=False)
+                 .get_matching_blocks() for k in range(blk.size))
+
+
 def _line_map(lb: set[tuple[str, int]], ln: set[tuple[str, int]], files: dict[str, str],
               by_text: Callable[[str, str], dict[int, int] | None],
               code: tuple[list[tuple], list[tuple]]) -> dict[tuple[str, int], tuple[str, int]]:
     """Base (file, line) -> new (file, line) of one kernel's lines (``files``: new file -> base
-    file). A file whose text both reports carry (ncu --import-source), by its text (``by_text``:
-    base line -> new line, as a text diff pairs them: a line an edit above it moved is the same
-    line). Otherwise, where the kernel's code is the same instruction for instruction (``code``:
-    each side's (opcode, file, line) in address order), a base line is the new line most of its
-    instructions sit on: the same code built from a file whose lines moved. Any line left, by its
-    number: code that changed pairs no instruction with another for sure (a recompiled loop of
-    like instructions would pair them one off)."""
+    file). A file whose text both reports carry (ncu --import-source), by its text alone
+    (``by_text``: base line -> new line, as a text diff pairs them: a line an edit above it moved
+    is the same line; a line the edit changed is in one report only). Otherwise by the kernel's
+    instructions (``code``: each side's (opcode, file, line) in address order): where they are
+    the same instruction for instruction, a base line is the new line most of its instructions
+    sit on; else, aligned by opcode as a text diff aligns lines, a line is paired at the shift
+    most aligned instructions of the lines around it moved by (``SHIFT_LINES``; the file's where
+    none around it aligned; 0 where none did): an edit moves a region of lines together, where
+    a line's own instructions, a recompiled loop of like ones, would pair it one off. Each new
+    line is paired once."""
     out: dict[tuple[str, int], tuple[str, int]] = {}
     taken: set[tuple[str, int]] = set()
+
+    def pair(xb: tuple[str, int], xn: tuple[str, int]) -> None:
+        if xb in lb and xn in ln and xb not in out and xn not in taken:
+            out[xb] = xn
+            taken.add(xn)
+
     texted = set()
     for fn, fb in files.items():
         pairs = by_text(fb, fn)
         if pairs is not None:
             texted.add(fb)
             for x, y in pairs.items():
-                if (fb, x) in lb and (fn, y) in ln:
-                    out[(fb, x)] = (fn, y)
-                    taken.add((fn, y))
-    if code[0] and [c[0] for c in code[0]] == [c[0] for c in code[1]]:
-        votes: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
-        for (_, *xb), (_, *xn) in zip(*code, strict=True):
-            xb, xn = tuple(xb), tuple(xn)
-            if xb in lb and xn in ln and xb[0] not in texted and files.get(xn[0]) == xb[0]:
-                votes.setdefault(xb, {}).setdefault(xn, 0)
-                votes[xb][xn] += 1
-        for xb, to in sorted(votes.items(), key=lambda v: (-max(v[1].values()), v[0])):  # (the surest first)
-            best = max(sorted(to), key=to.get)
-            if best not in taken:
-                out[xb] = best
-                taken.add(best)
+                pair((fb, x), (fn, y))
+    ops = [tuple(c[0] for c in side) for side in code]
+    same = bool(ops[0]) and ops[0] == ops[1]
+    aligned = zip(range(len(ops[0])), range(len(ops[1])), strict=True) if same else _aligned(*ops)
+    # the same code: base line -> {new line: instructions}; else base line -> {shift: instructions}, of
+    # the anchors (an opcode rare in both: a loop of like instructions, unrolled another number of
+    # times, aligns one off), then of every aligned instruction
+    votes: dict[tuple[str, int], Counter] = {}
+    tiers: tuple[dict[tuple[str, int], Counter], ...] = ({}, {})
+    count = [Counter(o) for o in ops]
+    for i, j in aligned:
+        (op, fb, x), (_, fn, y) = code[0][i], code[1][j]
+        if x is None or y is None or fb in texted or files.get(fn) != fb:
+            continue
+        if same:
+            votes.setdefault((fb, x), Counter())[(fn, y)] += 1
+            continue
+        for tier in tiers[max(count[0][op], count[1][op]) > ANCHOR_MAX:]:
+            tier.setdefault((fb, x), Counter())[y - x] += 1
+    for xb, to in sorted(votes.items(), key=lambda v: (-max(v[1].values()), v[0])):  # (the surest first)
+        pair(xb, max(sorted(to), key=to.get))
+
+    whole = [{}, {}]  # (each tier's shifts of a file's every line)
+    for t, tier in enumerate(tiers):
+        for (f, _), to in tier.items():
+            whole[t].setdefault(f, Counter()).update(to)
+
+    def shift(fb: str, line: int) -> int:
+        """The shift of a line: its region's, else its file's; the anchors', else every instruction's."""
+        for t, tier in (*enumerate(tiers), (0, None), (1, None)):
+            got = whole[t].get(fb, Counter()) if tier is None else Counter()
+            for x in range(line - SHIFT_LINES, line + SHIFT_LINES + 1) if tier is not None else ():
+                got.update(tier.get((fb, x), {}))
+            if got:
+                return max(sorted(got), key=lambda d: (got[d], -abs(d)))
+        return 0
+
     base_to_new = {fb: fn for fn, fb in files.items()}
     for fb, line in sorted(lb):
-        fn = base_to_new.get(fb)
-        if (fb, line) not in out and fn is not None and (fn, line) in ln and (fn, line) not in taken:
-            out[(fb, line)] = (fn, line)
-            taken.add((fn, line))
+        if fb not in texted and fb in base_to_new:
+            pair((fb, line), (base_to_new[fb], line + (0 if same else shift(fb, line))))
     return out
 
 
@@ -1825,16 +1872,17 @@ def _source_lines(df: pl.DataFrame, durations: dict[int, float | None]) -> tuple
     reason; and of the launches timed: how many, their mean duration and a sample's time a
     launch (``ns_per_sample``: what one sample more on a line adds to its time per launch)."""
     totals = dict(df.select("kernel_id", "launch_samples").unique().iter_rows())
-    timed = {k: (durations[k], s) for k, s in totals.items() if s and durations.get(k) is not None}
+    timed = {k: (durations[k], s) for k, s in totals.items() if s and (durations.get(k) or 0) > 0}
     n_all, n = len(totals) or 1, len(timed)
+    # (a sample more in launch l adds d_l / s_l / n to the mean; in a launch picked at random, the mean of that)
     info = {"launches": n, "mean_ns": sum(d for d, _ in timed.values()) / n if n else None,
             "ns_per_sample": sum(d / s for d, s in timed.values()) / n / n if n else None}
     whole = sum(s for _, s in timed.values())
     out: dict[tuple[str, int], dict] = {}
     for r in df.iter_rows(named=True):
         got = out.setdefault((r["file"], r["line"]), {"time_ns": 0.0 if n else None, "samples": 0.0, "stalls": {},
-                                                      **dict.fromkeys(SOURCE_METRICS[2:], 0.0)})
-        for m in SOURCE_METRICS[2:]:
+                                                      **dict.fromkeys(SOURCE_COUNTS, 0.0)})
+        for m in SOURCE_COUNTS:
             got[m] += (r[m] or 0.0) / n_all
         if r["kernel_id"] not in timed:
             continue
@@ -1858,17 +1906,13 @@ def _top_stall(line: dict) -> str:
 
 
 def _source_files(files_b: set[str], files_n: set[str]) -> dict[str, str]:
-    """New file -> base file of one kernel's lines: the same path; else the one file of its name
-    on each side (another checkout); else, where one file is left on each side, that one (a
-    generated file named by its content's hash, as TorchInductor's are)."""
+    """New file -> base file of one kernel's lines: the same path, else the one file of its
+    name on each side (another checkout of the program)."""
     out = {f: f for f in files_n if f in files_b}
     for f in sorted(files_n - set(out)):
         named = [[g for g in files if os.path.basename(g) == os.path.basename(f)] for files in (files_b, files_n)]
         if len(named[0]) == 1 and len(named[1]) == 1 and named[0][0] not in out.values():
             out[f] = named[0][0]
-    left = [sorted(files_n - set(out)), sorted(files_b - set(out.values()))]
-    if len(left[0]) == 1 and len(left[1]) == 1:
-        out[left[0][0]] = left[1][0]
     return out
 
 
@@ -1930,7 +1974,7 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
             ids = {x["kernel_id"]: x["duration_ns"] for x in group}
             sides.append(_source_lines(df.filter((pl.col("side") == side) & pl.col("kernel_id").is_in(list(ids))),
                                        ids))
-            code.append(instructions.get((side, min(ids)), []))  # (the key's first launch's: its code)
+            code.append(next((instructions[(side, k)] for k in sorted(ids) if (side, k) in instructions), []))
         (lb, ib), (ln, i_n) = sides
         if not lb or not ln:
             continue
@@ -1942,12 +1986,19 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
         kernel = "unchanged" if band is None or None in mean or not _beyond(*mean, limit_pct) else \
             "regressed" if mean[1] > mean[0] else "improved"
         files = _source_files({f for f, _ in lb}, {f for f, _ in ln})
-        names = [os.path.basename(f) for f in {f for f, _ in (*lb, *ln)}]
+        # a file by its name, by its path where two of the kernel's (a new one as its base file) share it
+        names = [os.path.basename(f) for f in {files.get(f, f) for f, _ in ln} | {f for f, _ in lb}]
 
-        def where(file: str, line: int, new: bool = False, key: str = key, names: list = names) -> str:
-            """The row's key: the file by its name, by its path where two of the kernel's share the name."""
+        def where(file: str, line: int, new: bool = False, key: str = key, names: list = names,
+                  files: dict = files) -> str:
+            """A row's key: the kernel's, then the line where the base report has it (new: the new's)."""
+            file = files.get(file, file) if new else file
             shown = os.path.basename(file) if names.count(os.path.basename(file)) == 1 else file
             return f"{key} @ {shown}:{line}" + (" (new)" if new else "")
+
+        def said(file: str, line: int, side: int) -> str:  # (the line's text, where the report carries it)
+            text = texts[side].get(file)
+            return f"code: {text[line - 1].strip()}" if text and 0 < line <= len(text) and text[line - 1].strip() else ""
 
         paired = _line_map(set(lb), set(ln), files, by_text, (code[0], code[1]))
         seen = set(paired.values())
@@ -1959,15 +2010,15 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
         for pb, pn in pairs:
             row_key = where(*pb) if pb else where(*pn, new=True)
             xb, xn = lb.get(pb) if pb else None, ln.get(pn) if pn else None
-            moved_line = "" if not (pb and pn) or pb == pn else \
-                f"line {pb[1]} -> {pn[1]}" if pb[0] == pn[0] else f"line {pb[1]} -> {where(*pn).rpartition(' @ ')[2]}"
+            moved_line = f"line {pb[1]} -> {pn[1]}" if pb and pn and pb[1] != pn[1] else ""
             tb, tn = (xb or {}).get("time_ns"), (xn or {}).get("time_ns")
             effect = abs((tn or 0.0) * i_n["launches"] - (tb or 0.0) * ib["launches"])
             if xb is None or xn is None:
                 one = xn or xb
                 if one["time_ns"] is not None and one["samples"]:
                     rows.append(_Row("source", row_key, "time_ns", tb, tn, "added" if xb is None else "removed", None,
-                                     "only in the new report" if xb is None else "only in the base report",
+                                     _join("only in the new report" if xb is None else "only in the base report",
+                                           said(*(pn or pb), 1 if xb is None else 0)),
                                      effect=effect, order=0))
                 continue
             for i, metric in enumerate(SOURCE_METRICS):
@@ -1982,20 +2033,21 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
                     held = f"within the warp samples' noise ({xb['samples']:,.0f} -> {xn['samples']:,.0f} samples, " \
                            f"p = {_fmt_p(p)}; {tested} lines tested: p < {alpha:.2g} needed)"
                     verdict, note = _judge(b, n, limit_pct, 1, p < alpha, held, within)
-                    if verdict != "unchanged" and ib["launches"] != i_n["launches"]:  # (means of other launches)
+                    if b != n and ib["launches"] != i_n["launches"]:  # (means of other launches)
                         verdict, note = "unchanged", (f"differs; launches timed {ib['launches']} -> {i_n['launches']} "
-                                                      "(a launch without samples or duration): not judged")
+                                                      "(profiled, with samples and a duration): a mean over other "
+                                                      "launches, not judged")
                     elif verdict != "unchanged" and verdict != kernel:  # (the kernel's time says what the line cost)
                         verdict, note = "unchanged", (
                             "differs; the kernel's launches took as long: its warps' time moved between its lines, "
                             "not judged" if kernel == "unchanged" else
                             f"differs against a kernel that {kernel}: its warps' time moved between its lines, "
                             "not judged")
-                    note = _join(note, f"stalls: {_top_stall(xb)} -> {_top_stall(xn)}")
+                    note = _join(note, f"stalls: {_top_stall(xb)} -> {_top_stall(xn)}", said(*pb, 0))
                 else:
                     verdict, note = _judge(b, n, 0.0, 0, True, "", undirected=SOURCE_UNDIRECTED[metric])
                 rows.append(_Row("source", row_key, metric, b, n, verdict, p, _join(moved_line, note),
-                                 _pct(n - b, b), _pct(n - b, b), effect, i))
+                                 effect=effect, order=i))
     return rows
 
 
@@ -2849,7 +2901,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     if source.height:
         named = short_keys(df)
         shown = sorted(source.iter_rows(named=True), key=lambda r: -abs(delta(r)))[:top]
-        lines.append("Source lines (time per launch): " + "; ".join(
+        lines.append("Source lines (mean time per launch): " + "; ".join(
             f"{named[r['key']]} {signed('time_ns', delta(r))} ({how(r)})" for r in shown)
             + (f"; {source.height - top} more" if source.height > top else ""))
     points = df.filter(pl.col("scope") == "sweep")
@@ -3001,14 +3053,14 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
         return UNNAMED
     if located:
         head, _, loc = key.rpartition(" @ ")
-        if len(loc) + 9 > width:
-            return loc if len(loc) <= width else ELLIPSIS + loc[len(loc) - width + 1:]
         room = width - len(loc) - 3
         tag = re.search(r" (\[[^\]]*\])$", head) if len(head) > room else None
+        if room < 6 or (tag and len(tag[1]) + 5 > room):  # (too narrow for the kernel: its tag, the location's end)
+            kept = f"{tag[1]} " if tag and len(tag[1]) + 7 <= width else ""
+            end = width - len(kept)
+            return kept + (loc if len(loc) <= end else ELLIPSIS + loc[len(loc) - end + 1:])
         if tag is None:
             return f"{shorten_key(head, room, name)} @ {loc}"
-        if len(tag[1]) + 5 > room:
-            return f"{cut_end(tag[1], room)} @ {loc}"
         return f"{shorten_key(head[:tag.start()], room - len(tag[1]) - 1, name)} {tag[1]} @ {loc}"
     head, at, path = key.partition(" @ ")
     if name and "/" not in head and (head.startswith("void ") or any(c in head for c in "<(")):

@@ -32,7 +32,9 @@ Which sections a run gets follows its kind:
   where BASE and the run are ranks of two jobs of several ranks, then the jobs compared
   rank by rank (``tk.diff_jobs``: its table and the job-diff chart); then the two runs drawn
   (``_compared_charts``): two ncu runs on one roofline (charts.diff_roofline), two nsys
-  runs' typical requests on one time axis (charts.diff_timeline_data);
+  runs' typical requests on one time axis (charts.diff_timeline_data); then, of two ncu runs
+  that hold Source Counters with line information, their kernels line by line
+  (``_compared_lines``: ``tk.diff(BASE, run, by="source")``'s table);
 - several runs (``build_many``, ``--run A --run B``: an experiment's runs timed, under nsys
   and under ncu): each run's header and sections, one run after the other; with ``--vs
   BASE`` (``_compared_many``), first their comparison with BASE (``tk.compare``: its table,
@@ -1025,7 +1027,8 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
         + "".join(f" Warning: {m.removeprefix('diff: ')}." for m in partial)))
     command = shlex.join(["tracekit", "diff", str(base.ref), str(run_id), *_repeat_options(tk, vs, [run_id], repeats)])
     line = ("compared with", f"{label} ({command})")
-    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats)]
+    return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats),
+                  *_compared_lines(tk, df, at, new, label, threshold)]
 
 
 def _rules(scopes: set[str], threshold: float) -> list[str]:
@@ -1089,6 +1092,33 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
             f"-p base={base.run_id} -p new={run_id} [-p nvtx=NAME -p instance=N] draws another)."))
         out.append((sec, lambda: charts.timeline(charts.diff_timeline_data(tk, base=base.run_id, new=run_id))))
     return _drawn(out)
+
+
+def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: float) -> list[tuple]:
+    """Two ncu runs that both hold ncu's Source Counters with line information: their kernels
+    compared line by line (``tk.diff(..., by="source")``), a section of its table; none
+    otherwise, or where a side is a sweep."""
+    from . import diff as _diff
+
+    if base.run_id is None or new.run_id is None or "ncu" not in set(df["scope"]):
+        return []
+    lines = tk.con.execute("SELECT count(DISTINCT run_id) FROM ncu_source WHERE run_id IN (?, ?) AND function IS NULL "
+                           "AND line IS NOT NULL", [base.run_id, new.run_id]).fetchone()[0]
+    if lines < 2:
+        return []
+    with warnings.catch_warnings():  # (the comparison's warnings are said in its own section)
+        warnings.simplefilter("ignore", CaptureWarning)
+        src = tk.diff(base.run_id, new.run_id, by="source", threshold_pct=threshold)
+    moved = _diff.moved(src)
+    sec = Section("diff-source", f"Source lines compared with {label}", None, intro=(
+        f"Each kernel's source lines in {label} and in this run, from ncu's Source Counters: a line's time per "
+        "launch (each launch's duration weighed by the line's share of its warp stall samples) is regressed or "
+        f"improved beyond {threshold:g} % or ncu's noise at the kernel's mean launch, where its samples moved beyond "
+        "their Poisson noise (p below 0.01 over the kernel's lines), and only the way the kernel's mean launch moved; "
+        "beside it, its share of the samples, instructions, uncoalesced L2 sectors and bank conflicts per launch."
+        + (f" What moved: {'. '.join(moved)}." if moved else " No line was judged changed.")
+        + f" (tracekit diff {base.run_id} {new.run_id} --by source)"))
+    return [(sec, diff_table_html(src), None, None)]
 
 
 def _judged_params(threshold: float, options: list[str]) -> str:

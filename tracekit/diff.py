@@ -1923,8 +1923,9 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
     paired by ``_line_map``. A line's time per launch is judged where it moved beyond the
     threshold or ncu's noise at the kernel's mean launch, its warp samples' noise past that
     (``_sampled_p``, p below ALPHA over the kernel's lines tested), and only the way the kernel's
-    mean launch moved: where the kernel took as
-    long, or moved the other way, its warps' time moved between its lines, said, not judged."""
+    mean launch moved: where the kernel took as long, or moved the other way, its warps' time
+    moved between its lines, said, not judged; nor where the reports timed other numbers of
+    launches (a mean over other launches)."""
     df = con.sql(_sql("source_lines"), params=params).pl()
     for side, label in enumerate(labels):
         if df.filter(pl.col("side") == side).is_empty():

@@ -4,6 +4,8 @@ reports of one H200 with their Source Counters (--set full):
 - tests/data/ncu_shapes_a, _a_again, _a_again2: one Triton kernel profiled three times (noise);
   _a_again2's program file had four lines more above the kernel (its lines 33-39 are _a's 29-35);
 - ncu_shapes_slow: the same kernel reading its input four times (line 34, the load in the loop);
+- ncu_shapes_int: the kernel on int32 (other arithmetic instructions), its file's lines those of
+  _a_again2 (33-39);
 - ncu_diff_a/_b: one kernel at another block size, as long either way;
 - ncu_occupancy_a/_b: one file, its kernels built with other constants (a GEMM in 4 stages instead of
   2, 35 % faster; an elementwise kernel unrolled further, its loop's like instructions moved);
@@ -25,8 +27,8 @@ import tracekit
 from tracekit import diff as D
 from tracekit.cli import main as cli_main
 
-SHAPES = ("shapes_a", "shapes_a_again", "shapes_a_again2", "shapes_slow", "diff_a", "diff_b", "occupancy_a",
-          "occupancy_b")
+SHAPES = ("shapes_a", "shapes_a_again", "shapes_a_again2", "shapes_slow", "shapes_int", "diff_a", "diff_b",
+          "occupancy_a", "occupancy_b")
 PAIR = ("base", "base_again", "half_sms")
 #: tests/data/hstu_capture_ncu: the inference capture under ncu from another checkout of tracekit, whose
 #: kernel files' lines had moved by 18-32 (no source text in the report)
@@ -288,3 +290,23 @@ def test_a_line_an_edit_moved_is_followed_by_the_instructions_around_it(db):
     assert sorted(one["verdict"].value_counts().rows()) == sorted(
         (v.replace("added", "x").replace("removed", "added").replace("x", "removed"), n)
         for v, n in other["verdict"].value_counts().rows())
+
+
+def test_an_edit_inside_a_kernel_is_followed_by_each_lines_own_instructions(db, tmp_path):
+    """Planted on ncu_shapes_int (the kernel on int32: other arithmetic, its lines four below
+    ncu_shapes_a's): two lines inserted in the kernel's body above its line 36. Each line is paired
+    with the line its own rare instructions moved to (those above the insertion by 4, those below
+    by 6), either way round; none reads added or removed, and no kernel of another name (ncu_diff_a's,
+    matched by its place) is compared line by line."""
+    edited = _planted(db, tmp_path, "UPDATE ncu_source SET line = line + 2 WHERE run_id = {run:shapes_int} "
+                                    "AND line >= 36")
+    one = _diff(edited, "shapes_a", "shapes_int")
+    moved = dict(one.filter(pl.col("metric") == "inst_executed").select(
+        pl.col("key").str.extract(r":(\d+)$").cast(pl.Int64), pl.col("note").str.extract(r"^line \d+ -> (\d+)")
+        .cast(pl.Int64)).iter_rows())
+    assert moved == {29: 33, 30: 34, 31: 35, 32: 38, 34: 40, 35: 41}
+    other = _diff(edited, "shapes_int", "shapes_a")
+    for df in (one, other):
+        assert df.filter(pl.col("verdict").is_in(["added", "removed"])).is_empty()
+    with tracekit.open(db, read_only=True) as tk:
+        assert tk.diff("shapes_a", "diff_a", by="source").is_empty()

@@ -1758,8 +1758,8 @@ SOURCE_METRICS = ("time_ns", "samples_pct", "inst_executed", "l2_excess_sectors"
 #: code that changed pairs a line with the new line at the shift most aligned instructions of the
 #: lines this many lines either side of it moved by: an edit moves a region of lines together
 SHIFT_LINES = 8
-#: ... counting only the aligned instructions of an opcode a kernel has at most this many of
-ANCHOR_MAX = 4
+#: ... counting first the aligned instructions of an opcode each kernel has at most this many of (anchors)
+ANCHOR_MAX = 1
 SOURCE_COUNTS = SOURCE_METRICS[2:]  # (summed per launch from source_lines.sql's columns of these names)
 SOURCE_UNDIRECTED = {
     "samples_pct": "where the kernel's warp samples fall, read with time_ns: not judged",
@@ -1802,9 +1802,11 @@ def _line_map(lb: set[tuple[str, int]], ln: set[tuple[str, int]], files: dict[st
     instructions (``code``: each side's (opcode, file, line) in address order): where they are
     the same instruction for instruction, a base line is the new line most of its instructions
     sit on; else, aligned by opcode as a text diff aligns lines, a line is paired at the shift
-    most aligned instructions of the lines around it moved by (``SHIFT_LINES``; the file's where
-    none around it aligned; 0 where none did): an edit moves a region of lines together, where
-    a line's own instructions, a recompiled loop of like ones, would pair it one off. Each new
+    its own anchors moved by (aligned instructions of an opcode each kernel has once: a
+    recompiled loop of like ones aligns one off), else the nearest lines' anchors (up to ``SHIFT_LINES`` away:
+    an edit moves a region of lines together), else every aligned instruction's the same way,
+    else its file's, else by number; the surest lines choose first, each its likeliest shift
+    whose new line is there and not taken (a line an edit deleted is left unpaired). Each new
     line is paired once."""
     out: dict[tuple[str, int], tuple[str, int]] = {}
     taken: set[tuple[str, int]] = set()
@@ -1825,8 +1827,8 @@ def _line_map(lb: set[tuple[str, int]], ln: set[tuple[str, int]], files: dict[st
     same = bool(ops[0]) and ops[0] == ops[1]
     aligned = zip(range(len(ops[0])), range(len(ops[1])), strict=True) if same else _aligned(*ops)
     # the same code: base line -> {new line: instructions}; else base line -> {shift: instructions}, of
-    # the anchors (an opcode rare in both: a loop of like instructions, unrolled another number of
-    # times, aligns one off), then of every aligned instruction
+    # the anchors (an opcode each kernel has at most ANCHOR_MAX of: a loop of like instructions,
+    # unrolled another number of times, aligns one off), then of every aligned instruction
     votes: dict[tuple[str, int], Counter] = {}
     tiers: tuple[dict[tuple[str, int], Counter], ...] = ({}, {})
     count = [Counter(o) for o in ops]
@@ -1847,20 +1849,32 @@ def _line_map(lb: set[tuple[str, int]], ln: set[tuple[str, int]], files: dict[st
         for (f, _), to in tier.items():
             whole[t].setdefault(f, Counter()).update(to)
 
-    def shift(fb: str, line: int) -> int:
-        """The shift of a line: its region's, else its file's; the anchors', else every instruction's."""
-        for t, tier in (*enumerate(tiers), (0, None), (1, None)):
-            got = whole[t].get(fb, Counter()) if tier is None else Counter()
-            for x in range(line - SHIFT_LINES, line + SHIFT_LINES + 1) if tier is not None else ():
-                got.update(tier.get((fb, x), {}))
+    def shifts(fb: str, line: int) -> tuple[tuple[int, int], list[int]]:
+        """A line's shifts, likeliest first, and how sure they are (lower: surer): the anchors of
+        the line itself, else of the nearest lines that have any (up to SHIFT_LINES away), then
+        every aligned instruction's the same way, then its file's; 0 where nothing aligned."""
+        for t, tier in enumerate(tiers):
+            for r in range(SHIFT_LINES + 1):
+                got = Counter()
+                for x in {line - r, line + r}:
+                    got.update(tier.get((fb, x), {}))
+                if got:
+                    return (t, r), sorted(got, key=lambda d: (-got[d], abs(d), d))
+        for t in range(2):
+            got = whole[t].get(fb)
             if got:
-                return max(sorted(got), key=lambda d: (got[d], -abs(d)))
-        return 0
+                return (t, SHIFT_LINES + 1), sorted(got, key=lambda d: (-got[d], abs(d), d))
+        return (2, 0), [0]
 
     base_to_new = {fb: fn for fn, fb in files.items()}
-    for fb, line in sorted(lb):
-        if fb not in texted and fb in base_to_new:
-            pair((fb, line), (base_to_new[fb], line + (0 if same else shift(fb, line))))
+    left = sorted(xb for xb in lb if xb[0] not in texted and xb[0] in base_to_new and xb not in out)
+    choices = {xb: ((0, 0), [0]) if same else shifts(*xb) for xb in left}
+    for xb in sorted(left, key=lambda xb: (choices[xb][0], xb)):  # (the surest lines choose first)
+        fn = base_to_new[xb[0]]
+        for d in choices[xb][1]:  # (its likeliest shift whose new line is there and free)
+            if (fn, xb[1] + d) in ln and (fn, xb[1] + d) not in taken:
+                pair(xb, (fn, xb[1] + d))
+                break
     return out
 
 
@@ -1968,8 +1982,8 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
         instructions.setdefault((side, kid), []).append((op, file, line))
     rows: list[_Row] = []
     for key, kb, kn, _how in ncu_pairs(gb, gn):
-        if kb is None or kn is None:  # (a kernel in one report: the ncu scope says so)
-            continue
+        if kb is None or kn is None or kb[0] != kn[0]:  # (a kernel in one report, or another kernel matched by
+            continue  # its place: the ncu scope says so; their lines are not one kernel's)
         sides, code = [], []
         for side, group in ((0, gb[kb]), (1, gn[kn])):
             ids = {x["kernel_id"]: x["duration_ns"] for x in group}

@@ -1601,8 +1601,10 @@ def ncu_launch_keys(con, base: int, new: int) -> pl.DataFrame:
                         orient="row")
 
 
-def _ncu_scope(con, params: dict, threshold: float) -> list[_Row]:
-    df = con.sql(_sql("ncu_launches"), params=params).pl()
+def _ncu_scope(con, params: dict, threshold: float, launches: pl.DataFrame) -> list[_Row]:
+    """The ncu scope's rows, of ``launches`` (``ncu_launches.sql``'s, read once for it and the
+    source scope)."""
+    df = launches
     stalls = con.sql(_sql("ncu_stalls"), params=params).pl()
     if stalls.height:  # one column per stall reason: stall_<reason>_cycles
         wide = stalls.with_columns(pl.format("stall_{}_cycles", "reason").alias("metric")).pivot(
@@ -1803,8 +1805,9 @@ def _line_map(lb: set[tuple[str, int]], ln: set[tuple[str, int]], files: dict[st
     the same instruction for instruction, a base line is the new line most of its instructions
     sit on; else, aligned by opcode as a text diff aligns lines, a line is paired at the shift
     its own anchors moved by (aligned instructions of an opcode each kernel has once: a
-    recompiled loop of like ones aligns one off), else the nearest lines' anchors (up to ``SHIFT_LINES`` away:
-    an edit moves a region of lines together), else every aligned instruction's the same way,
+    recompiled loop of like ones aligns one off), else the nearest lines' anchors (up to
+    ``SHIFT_LINES`` away: an edit moves a region of lines together), else every aligned
+    instruction's the same way,
     else its file's, else by number; the surest lines choose first, each its likeliest shift
     whose new line is there and not taken (a line an edit deleted is left unpaired). Each new
     line is paired once."""
@@ -1930,7 +1933,8 @@ def _source_files(files_b: set[str], files_n: set[str]) -> dict[str, str]:
     return out
 
 
-def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) -> list[_Row]:
+def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
+                  launches: pl.DataFrame) -> list[_Row]:
     """Per source line of each kernel both reports profiled with Source Counters (keys as the
     ncu scope matches them, ``ncu_pairs``): ``kernel @ file:line``, the line as the base report
     numbers it (a line only in the new report: ``file:line (new)``), the lines of the two reports
@@ -1947,7 +1951,6 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str]) 
                              "ncu --section SourceCounters (or --set full) and ingest the .ncu-rep (Triton kernels "
                              "have lines, CUDA needs nvcc -lineinfo; a range's or a graph's instructions are not "
                              "compared by line)")
-    launches = con.sql(_sql("ncu_launches"), params=params).pl()
     gb, gn = _ncu_groups(launches, 0), _ncu_groups(launches, 1)
     texts: tuple[dict, dict] = ({}, {})
     for side, file, text in con.execute(
@@ -2491,6 +2494,7 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> 
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
     rows: list[_Row] = []
     matched = _match_kernels(con, params) if {"kernel", "gpu"} & set(scopes) else None
+    launches = con.sql(_sql("ncu_launches"), params=params).pl() if {"ncu", "source"} & set(scopes) else None
     kernel_ids: dict[str, int] = {}
     for scope in scopes:
         if scope == "kernel":
@@ -2530,9 +2534,9 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> 
         elif scope == "memory":  # (bytes and counts, not time: after the GPU time rows, effect 0)
             rows += _memory_scope(con, params, threshold)
         elif scope == "ncu":
-            rows += _ncu_scope(con, params, threshold)
+            rows += _ncu_scope(con, params, threshold, launches)
         elif scope == "source":
-            rows += _source_scope(con, params, threshold, (sb.label, sn.label))
+            rows += _source_scope(con, params, threshold, (sb.label, sn.label), launches)
         elif scope == "bench":
             rows += _bench_scope(con, params, threshold)
     if matched is not None:

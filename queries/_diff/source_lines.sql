@@ -15,7 +15,7 @@
 -- @column shared_excess_wavefronts  shared-memory wavefronts beyond the ideal (bank conflicts)
 -- @column stalls                    the line's warp stall samples in the launch by reason: [{reason, samples}]
 WITH src AS (
-    SELECT s.side, n.kernel_id, n.address, n.file, n.line, n.samples, n.inst_executed,
+    SELECT s.side, n.run_id, n.kernel_id, n.address, n.file, n.line, n.samples, n.inst_executed,
            n.l2_sectors_global_excess, n.shared_wavefronts_excess
     FROM (VALUES (0, $base), (1, $new)) s(side, run_id)
     JOIN ncu_source n ON n.run_id = s.run_id
@@ -25,8 +25,7 @@ WITH src AS (
 ), reasons AS (
     SELECT x.side, x.kernel_id, x.file, x.line, st.reason, sum(st.samples) AS samples
     FROM src x
-    JOIN (VALUES (0, $base), (1, $new)) s(side, run_id) ON s.side = x.side
-    JOIN ncu_source_stalls st ON st.run_id = s.run_id AND st.kernel_id = x.kernel_id AND st.address = x.address
+    JOIN ncu_source_stalls st ON st.run_id = x.run_id AND st.kernel_id = x.kernel_id AND st.address = x.address
     WHERE x.line IS NOT NULL AND st.run_id IN ($base, $new)
     GROUP BY ALL
 )

@@ -125,14 +125,17 @@ against the base).
   and allocations) is exact, judged as counts are (``_memory_scope``);
 * a source line's time per launch (``source``) is judged beyond the threshold or ncu's noise at
   its kernel's launch duration, whichever is larger, where its warp stall samples moved beyond
-  their Poisson noise past that noise (``_sampled_p``), and only the way its kernel's median
+  their Poisson noise past that noise (``_sampled_p``), and only the way its kernel's mean
   launch moved: where the kernel took as long, or moved the other way, its warps' time moved
   between its lines, said, not judged (tests/data/ncu_diff_a/_b: the same 181 us at another
   block size, the index arithmetic's share of the samples 7.2 -> 0.7 %). Two reports of the
   inference pipeline (hstu_capture_ncu_pair: base, base_again) move its lines of 2,000-2,700
   samples by up to 8 %, the samples' noise; with its attention kernel on half the SMs, that
   kernel's lines alone regress. A line's p must pass ALPHA over the kernel's lines tested
-  (Bonferroni): a kernel of 100 lines is 100 tests;
+  (Bonferroni): a kernel of 100 lines is 100 tests. A line whose time moved by less than
+  ``MATERIAL_LINE_PCT`` (1 %) of its kernel's launch is held back ("immaterial"). A kernel of
+  both reports whose lines are in one only, or that has no launch with samples and a duration
+  on a side, is named in a ``CaptureWarning``;
 * request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
@@ -1762,6 +1765,12 @@ SOURCE_METRICS = ("time_ns", "samples_pct", "inst_executed", "l2_excess_sectors"
 SHIFT_LINES = 8
 #: ... counting first the aligned instructions of an opcode each kernel has at most this many of (anchors)
 ANCHOR_MAX = 1
+#: a line whose time per launch moved by less than this share of its kernel's (shorter) mean
+#: launch is not judged: it cannot move the kernel beyond ncu's noise (3 % at least), and a long
+#: kernel's lines of a few samples each would otherwise bury the lines that cost the time
+#: (hstu_capture_ncu_pair half_sms: of the attention kernel's 137 lines that regressed, the 64 beyond
+#: this are the same 8 lines in each of its 8 layers)
+MATERIAL_LINE_PCT = 1.0
 SOURCE_COUNTS = SOURCE_METRICS[2:]  # (summed per launch from source_lines.sql's columns of these names)
 SOURCE_UNDIRECTED = {
     "samples_pct": "where the kernel's warp samples fall, read with time_ns: not judged",
@@ -1984,6 +1993,7 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
             params).fetchall():
         instructions.setdefault((side, kid), []).append((op, file, line))
     rows: list[_Row] = []
+    uncompared: list[str] = []  # (kernels of both reports whose lines are not compared, and why)
     for key, kb, kn, _how in ncu_pairs(gb, gn):
         if kb is None or kn is None or kb[0] != kn[0]:  # (a kernel in one report, or another kernel matched by
             continue  # its place: the ncu scope says so; their lines are not one kernel's)
@@ -1994,8 +2004,14 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
                                        ids))
             code.append(next((instructions[(side, k)] for k in sorted(ids) if (side, k) in instructions), []))
         (lb, ib), (ln, i_n) = sides
-        if not lb or not ln:
+        if not lb or not ln:  # (profiled without Source Counters, or built without line information, on a side)
+            if lb or ln:
+                uncompared.append(f"{key} (source lines in {labels[0] if lb else labels[1]} only)")
             continue
+        untimed = [label for label, info in zip(labels, (ib, i_n), strict=True) if not info["launches"]]
+        if untimed:  # (its counts are compared; its time is not)
+            uncompared.append(f"{key} (no launch with warp samples and a duration in {' and '.join(untimed)}: "
+                              "its lines' counts compared, not their time)")
         mean = [ib["mean_ns"], i_n["mean_ns"]]
         shorter = min((d for d in mean if d), default=None)
         band = round(100 * NCU_NOISE_NS / shorter + NCU_NOISE_PCT, 1) if shorter else None
@@ -2003,6 +2019,7 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
         within = "threshold" if limit_pct == threshold else f"ncu's noise for a {_human('duration_ns', shorter)} launch"
         kernel = "unchanged" if band is None or None in mean or not _beyond(*mean, limit_pct) else \
             "regressed" if mean[1] > mean[0] else "improved"
+        floor = MATERIAL_LINE_PCT / 100 * shorter if shorter else 0.0
         files = _source_files({f for f, _ in lb}, {f for f, _ in ln})
         # a file by its name, by its path where two of the kernel's (a new one as its base file) share it
         names = [os.path.basename(f) for f in {files.get(f, f) for f, _ in ln} | {f for f, _ in lb}]
@@ -2061,11 +2078,19 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
                             "not judged" if kernel == "unchanged" else
                             f"differs against a kernel that {kernel}: its warps' time moved between its lines, "
                             "not judged")
+                    elif verdict != "unchanged" and abs(n - b) < floor:  # (too little to move the kernel)
+                        verdict, note = "unchanged", (
+                            f"immaterial: its time moved by {_human('x_ns', abs(n - b))} a launch, < "
+                            f"{MATERIAL_LINE_PCT:g}% of the kernel's {_human('duration_ns', shorter)}")
                     note = _join(note, f"stalls: {_top_stall(xb)} -> {_top_stall(xn)}", said(*pb, 0))
                 else:
                     verdict, note = _judge(b, n, 0.0, 0, True, "", undirected=SOURCE_UNDIRECTED[metric])
                 rows.append(_Row("source", row_key, metric, b, n, verdict, p, _join(moved_line, note),
                                  effect=effect, order=i))
+    if uncompared:
+        more = f"; {len(uncompared) - 3} more" if len(uncompared) > 3 else ""
+        warnings.warn(CaptureWarning(f"diff --by source: not compared line by line: {'; '.join(uncompared[:3])}{more}"),
+                      stacklevel=5)
     return rows
 
 

@@ -1106,17 +1106,28 @@ def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: floa
                            "AND line IS NOT NULL", [base.run_id, new.run_id]).fetchone()[0]
     if lines < 2:
         return []
-    with warnings.catch_warnings():  # (the comparison's warnings are said in its own section)
-        warnings.simplefilter("ignore", CaptureWarning)
-        src = tk.diff(base.run_id, new.run_id, by="source", threshold_pct=threshold)
+    with warnings.catch_warnings(record=True) as caught:  # (the comparison's own are said in its section)
+        warnings.simplefilter("always", CaptureWarning)
+        try:
+            src = tk.diff(base.run_id, new.run_id, by="source", threshold_pct=threshold)
+        except QueryError:  # (no launch of a side has line information with samples: no lines to compare)
+            return []
+    # (what the line-by-line comparison alone says: the kernels whose lines it could not compare)
+    said = [str(w.message).removeprefix("diff --by source: ") for w in caught
+            if str(w.message).startswith("diff --by source: ")]
+    for w in caught:  # (any other kind of warning goes on as it came)
+        if not issubclass(w.category, CaptureWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     moved = _diff.moved(src)
     sec = Section("diff-source", f"Source lines compared with {label}", None, intro=(
         f"Each kernel's source lines in {label} and in this run, from ncu's Source Counters: a line's time per "
         "launch (each launch's duration weighed by the line's share of its warp stall samples) is regressed or "
-        f"improved beyond {threshold:g} % or ncu's noise at the kernel's mean launch, where its samples moved beyond "
+        f"improved beyond {threshold:g} % or ncu's noise at the kernel's mean launch, and by "
+        f"{_diff.MATERIAL_LINE_PCT:g} % of that launch at least, where its samples moved beyond "
         "their Poisson noise (p below 0.01 over the kernel's lines), and only the way the kernel's mean launch moved; "
         "beside it, its share of the samples, instructions, uncoalesced L2 sectors and bank conflicts per launch."
         + (f" What moved: {'. '.join(moved)}." if moved else " No line was judged changed.")
+        + "".join(f" {m[0].upper()}{m[1:]}." for m in said)
         + f" (tracekit diff {base.run_id} {new.run_id} --by source)"))
     return [(sec, diff_table_html(src), None, None)]
 

@@ -25,6 +25,7 @@ from conftest import DATA
 
 import tracekit
 from tracekit import diff as D
+from tracekit import report
 from tracekit.cli import main as cli_main
 from tracekit.errors import CaptureWarning
 
@@ -297,9 +298,29 @@ def test_a_kernel_whose_lines_one_report_lacks_is_named(db, tmp_path):
                     "(source lines in run (occupancy_a) only)"], said
     assert set(df["key"].str.extract("^(.*) @ ")) == {"matmul_kernel"} and "time_ns" not in set(df["metric"])
     with tracekit.open(path) as tk:
-        html = tracekit.report.write_report(tk, tmp_path / "r.html", run="occupancy_b", vs="occupancy_a").read_text()
+        html = report.write_report(tk, tmp_path / "r.html", run="occupancy_b", vs="occupancy_a").read_text()
     section = html[html.index('<section id="diff-source">'):]
     assert "Not compared line by line: matmul_kernel (no launch" in section[:section.index("</p>")]
+
+
+def test_a_kernel_file_under_another_name_is_paired_by_its_text(db, tmp_path):
+    """Planted on the inference pair: base_again's attention kernel file under a content-hashed
+    name (as TorchInductor and Triton's caches name a generated file) is still the base's file,
+    each line paired as before (2,690 rows, none added or removed); the same name over another
+    text is not (its lines added, the base's removed)."""
+    hashed = "'/tmp/torchinductor_root/x7/cx7abc.py'"
+    renamed = [f"UPDATE {t} SET file = {hashed} WHERE run_id = {{run:base_again}} AND file LIKE '%/_cached.py'"
+               for t in ("ncu_source", "ncu_source_lines")]
+    df = _diff(_planted(db, tmp_path, *renamed), "base", "base_again")
+    assert df.height == 2690 and set(df["verdict"]) == {"unchanged"}
+    assert not df.filter(pl.col("key").str.contains("cx7abc")).height
+    (tmp_path / "planted.duckdb").unlink()
+    rewritten = _planted(db, tmp_path, *renamed, "UPDATE ncu_source_lines SET text = 'x = ' || line "
+                                                 "WHERE run_id = {run:base_again} AND file LIKE '%cx7abc.py'")
+    df = _diff(rewritten, "base", "base_again")
+    added = df.filter(pl.col("verdict") == "added")
+    assert added.height > 700 and set(added["key"].str.extract(r" @ (\S+):")) == {"cx7abc.py"}
+    assert df.filter(pl.col("verdict") == "removed").height > 700
 
 
 def test_an_ncu_keys_path_that_ends_like_a_line_is_no_line():

@@ -1931,14 +1931,21 @@ def _top_stall(line: dict) -> str:
     return f"{reason} {100 * st[reason] / sum(st.values()):.0f}%"
 
 
-def _source_files(files_b: set[str], files_n: set[str]) -> dict[str, str]:
+def _source_files(files_b: set[str], files_n: set[str],
+                  alike: Callable[[str, str], bool] = lambda fb, fn: True) -> dict[str, str]:
     """New file -> base file of one kernel's lines: the same path, else the one file of its
-    name on each side (another checkout of the program)."""
+    name on each side (another checkout of the program), else the one file left on each side
+    where ``alike`` (their texts, where both reports carry them, mostly the same): the kernel's
+    code under another name (TorchInductor and Triton's caches name a generated file by a hash
+    of its content, which an edit changes)."""
     out = {f: f for f in files_n if f in files_b}
     for f in sorted(files_n - set(out)):
         named = [[g for g in files if os.path.basename(g) == os.path.basename(f)] for files in (files_b, files_n)]
         if len(named[0]) == 1 and len(named[1]) == 1 and named[0][0] not in out.values():
             out[f] = named[0][0]
+    left = [sorted(files_b - set(out.values())), sorted(files_n - set(out))]
+    if len(left[0]) == 1 and len(left[1]) == 1 and alike(left[0][0], left[1][0]):
+        out[left[1][0]] = left[0][0]
     return out
 
 
@@ -1985,6 +1992,17 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
             text_pairs[(fb, fn)] = pairs
         return text_pairs[(fb, fn)]
 
+    def alike(fb: str, fn: str) -> bool:
+        """Whether two files of a kernel's lines under other names are one file: their texts,
+        where both reports carry them, the same for half their lines at least."""
+        tb, tn = texts[0].get(fb), texts[1].get(fn)
+        if tb is None or tn is None:
+            return True
+        import difflib
+
+        same = sum(b.size for b in difflib.SequenceMatcher(None, tb, tn, autojunk=False).get_matching_blocks())
+        return same >= 0.5 * max(len(tb), len(tn))
+
     instructions: dict[tuple[int, int], list[tuple]] = {}  # (side, kernel_id) -> (opcode, file, line) by address
     for side, kid, op, file, line in con.execute(
             "SELECT s.side, n.kernel_id, regexp_extract(n.sass, '^\\S+'), n.file, n.line "
@@ -2020,7 +2038,7 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
         kernel = "unchanged" if band is None or None in mean or not _beyond(*mean, limit_pct) else \
             "regressed" if mean[1] > mean[0] else "improved"
         floor = MATERIAL_LINE_PCT / 100 * shorter if shorter else 0.0
-        files = _source_files({f for f, _ in lb}, {f for f, _ in ln})
+        files = _source_files({f for f, _ in lb}, {f for f, _ in ln}, alike)
         # a file by its name, by its path where two of the kernel's (a new one as its base file) share it
         names = [os.path.basename(f) for f in {files.get(f, f) for f, _ in ln} | {f for f, _ in lb}]
 

@@ -192,7 +192,7 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
 
 def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, capsys, monkeypatch):
     """In a 100-column table a key keeps its file and line whole (its kernel beside it where there
-    is room); what moved names the line with its kernel. A plain diff of two ncu runs has no source rows (a row per line of every kernel
+    is room), in a 74-column one its layer's tag and line number at least; what moved names the line with its kernel. A plain diff of two ncu runs has no source rows (a row per line of every kernel
     is asked for); --by source of a run without Source Counters, or not of ncu, is one line, exit 2."""
     monkeypatch.setenv("COLUMNS", "100")
     rc, out, err = _cli(capsys, "--db", str(db), "diff", "shapes_a", "shapes_slow", "--by", "source")
@@ -209,6 +209,11 @@ def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, caps
     rc, out, _ = _cli(capsys, "--db", str(db), "compare", "base", "base_again", "half_sms", "--by", "source", "--limit", "8")
     keys = [line.split("  ")[1].strip() for line in out.splitlines()[2:10]]  # (each layer's line, told apart)
     assert rc == 0 and all(re.fullmatch(r"\[layer\d\] …?\S*\.py:\d+", k) for k in keys) and len(set(keys)) == 8, out
+    monkeypatch.setenv("COLUMNS", "74")  # (too narrow for the file: each layer's tag and the line's number)
+    rc, out, _ = _cli(capsys, "--db", str(db), "compare", "base", "base_again", "half_sms", "--by", "source", "--limit", "8")
+    keys = [line.split("  ")[1].strip() for line in out.splitlines()[2:10]]
+    assert rc == 0 and all(re.fullmatch(r"\[layer\d\] (…\S*)?:\d+", k) for k in keys) and len(set(keys)) == 8, out
+    assert ":434" in " ".join(keys)
     with tracekit.open(db, read_only=True) as tk:
         assert "source" not in set(tk.diff("shapes_a", "shapes_slow")["scope"])
     plain = db.parent / "plain.duckdb"

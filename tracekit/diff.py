@@ -3107,7 +3107,8 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
     text) is ``(unnamed)``; a sweep point's key keeps its point first. ``located``: a source
     line's key (or its label), ``kernel @ file:line``: the location kept whole and the kernel
     shortened beside it, a label's bracketed tag kept (``[layer7]``: what tells it from the
-    kernel's other keys); too narrow for both, the location's end."""
+    kernel's other keys); too narrow for both, the tag and the location's end, or its line
+    number alone (``[layer7] :434``)."""
     at_point = POINT_KEY.fullmatch(key)
     if at_point and len(at_point[1]) + 14 <= width:
         return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name, located)}"
@@ -3118,9 +3119,13 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
         room = width - len(loc) - 3
         tag = re.search(r" (\[[^\]]*\])$", head) if len(head) > room else None
         if room < 6 or (tag and len(tag[1]) + 5 > room):  # (too narrow for the kernel: its tag, the location's end)
-            kept = f"{tag[1]} " if tag and len(tag[1]) + 7 <= width else ""
+            line = ":" + loc.rpartition(":")[2]
+            kept = f"{tag[1]} " if tag and len(tag[1]) + 1 + len(line) <= width else ""
             end = width - len(kept)
-            return kept + (loc if len(loc) <= end else ELLIPSIS + loc[len(loc) - end + 1:])
+            if len(loc) <= end:
+                return kept + loc
+            # (the line's number at least: what tells a kernel's lines apart, its file mostly the same)
+            return kept + (ELLIPSIS + loc[len(loc) - end + 1:] if end >= len(line) + 3 else line[-end:])
         if tag is None:
             return f"{shorten_key(head, room, name)} @ {loc}"
         return f"{shorten_key(head[:tag.start()], room - len(tag[1]) - 1, name)} {tag[1]} @ {loc}"

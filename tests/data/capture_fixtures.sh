@@ -73,6 +73,11 @@
 #                   sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 -- python3 programs/sweep_matmul.py
 #                   --m {m} --dtype {dtype}`, twice (noise), then with --slow (the softmax twice per step); ncu: the
 #                   same grid under ncu, the first 6 launches inside the NVTX range step (3 steps: GEMM, softmax)
+#   SOURCE_SWEEPS   ncu_source_sweep sweeps to take (default: none; the fixture has base again slow): `tracekit
+#                   sweep --tool ncu --nvtx-capture shapes --grid size=16,24 -- python3 programs/ncu_shapes.py a
+#                   --sizes {size}` (the Triton kernel's two launches at 2**16 or 2**24 elements per point, its
+#                   Source Counters and source text: diff --by source point by point), twice (noise), then the
+#                   slow config (the loop reads 4x)
 #   CAPTURE_PAIR    set: hstu_capture_pair, the inference capture twice and with a planted slowdown
 #                   (CAPTURE_PAIR_RUNS: which of base base_again half_sms, default all three)
 #   CAPTURE_HOST_PACE set: hstu_host_pace, the inference capture with the Triton cached kernel (before), the
@@ -636,6 +641,20 @@ for s in ${COMMAND_SWEEPS:-}; do
   tool=(--tool nsys); [ "$s" = ncu ] && tool=(--tool ncu --nvtx-capture step --launch-count 6)
   sweep_args=(sweep "${tool[@]}" --grid m=1024,4096 --grid dtype=fp16,fp32 --no-ingest --out "$d/runs" --
               python3 "$here/programs/sweep_matmul.py" --m "{m}" --dtype "{dtype}" "${slow[@]}")
+  record "$d" tracekit "${sweep_args[@]}"
+  tk_cli "${sweep_args[@]}" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
+  tail -3 "$d/sweep.log"
+  sweep_points "$d"
+done
+
+# ncu_source_sweep: a Triton kernel's sweep under ncu, with its source lines (tracekit's ncu options: --set
+# full, --import-source yes), twice and with the planted regression (ncu_shapes slow)
+for s in ${SOURCE_SWEEPS:-}; do
+  d="$out/ncu_source_sweep/$s"; mkdir -p "$d"
+  echo "== source sweep $s $(date -u +%T)"
+  config=a; [ "$s" = slow ] && config=slow
+  sweep_args=(sweep --tool ncu --nvtx-capture shapes --grid size=16,24 --no-ingest --out "$d/runs" --
+              python3 "$here/programs/ncu_shapes.py" $config --sizes "{size}")
   record "$d" tracekit "${sweep_args[@]}"
   tk_cli "${sweep_args[@]}" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"
   tail -3 "$d/sweep.log"

@@ -14,6 +14,9 @@ The configuration is chosen on the command line:
 * ``int``: REPEAT=1 on int32 data, the same kernel name, grid and block: integer adds only, so
   its launches execute no floating-point instruction (a roofline without an FP point).
 
+``--sizes 16,24`` launches only those sizes (log2 of the element count), each twice in the range:
+a sweep's grid parameter (tests/data/ncu_source_sweep: ``--grid size=16,24 -- ... --sizes {size}``).
+
 A warm-up launch of each size compiles outside the range. Runs on CPU too (``--device cpu``
 with ``TRITON_INTERPRET=1``, NVTX skipped, small sizes).
 """
@@ -43,12 +46,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", choices=sorted(CONFIGS))
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--sizes", help="log2 of each size to launch, comma-separated (default: 16,20,24; "
+                                    "on CPU 10,11,12)")
     args = ap.parse_args()
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
     repeat, dtype = CONFIGS[args.config]
     dtype = getattr(torch, dtype)
     sizes = [1 << 16, 1 << 20, 1 << 24] if cuda else [1 << 10, 1 << 11, 1 << 12]
+    if args.sizes:
+        sizes = [1 << int(v) for v in args.sizes.split(",")]
     def rand(n):
         if dtype.is_floating_point:
             return torch.randn(n, device=dev, dtype=dtype)
@@ -78,7 +85,7 @@ def main() -> None:
         i = torch.arange(n, device=dev)
         want = y + sum(x[(i + r * 4099) % n] for r in range(repeat))
         assert torch.allclose(out, want, atol=1e-5), n
-    print(f"ncu_shapes {args.config} done: REPEAT={repeat}, {dtype}, sizes {sizes}, 6 launches")
+    print(f"ncu_shapes {args.config} done: REPEAT={repeat}, {dtype}, sizes {sizes}, {2 * len(sizes)} launches")
 
 
 if __name__ == "__main__":

@@ -132,10 +132,10 @@ against the base).
   inference pipeline (hstu_capture_ncu_pair: base, base_again) move its lines of 2,000-2,700
   samples by up to 8 %, the samples' noise; with its attention kernel on half the SMs, that
   kernel's lines alone regress. A line's p must pass ALPHA over the kernel's lines tested
-  (Bonferroni): a kernel of 100 lines is 100 tests. A line whose time moved by less than
-  ``MATERIAL_LINE_PCT`` (1 %) of its kernel's launch is held back ("immaterial"). A kernel of
-  both reports whose lines are in one only, or that has no launch with samples and a duration
-  on a side, is named in a ``CaptureWarning``;
+  (Bonferroni): a kernel of 100 lines is 100 tests. A kernel's smallest moves are held back
+  ("immaterial") while together they stay under ``MATERIAL_LINE_PCT`` (1 %) of its launch. A
+  kernel of both reports whose lines are in one only, or that has no launch with samples and a
+  duration on a side (where one has samples), is named in a ``CaptureWarning``;
 * request latency (sweeps, runs with timed requests), host-timed too, is judged beyond
   ``HOST_NOISE_PCT`` at least (its p95 beyond ``HOST_TAIL_NOISE_PCT``, 45 %), or the
   threshold if larger: identical sweeps differ by up to 21 % at a point, with per-request
@@ -1465,7 +1465,7 @@ def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame
         warnings.warn(CaptureWarning(
             f"diff: only {which} sampled the GPU's counters (nsys --gpu-metrics-devices): the GPU times that "
             "changed are judged without the SM clock; capture both with them (tracekit capture --gpu-metrics) "
-            "to tell the clock from the code"), stacklevel=5)
+            "to tell the clock from the code"), stacklevel=6)
     if len(sampled) < (1 if params["base"] == params["new"] else 2):
         return
     counted = {r.key for r in rows if r.scope == "kernel" and r.metric == "instances" and r.verdict == "unchanged"}
@@ -1765,11 +1765,11 @@ SOURCE_METRICS = ("time_ns", "samples_pct", "inst_executed", "l2_excess_sectors"
 SHIFT_LINES = 8
 #: ... counting first the aligned instructions of an opcode each kernel has at most this many of (anchors)
 ANCHOR_MAX = 1
-#: a line whose time per launch moved by less than this share of its kernel's (shorter) mean
-#: launch is not judged: it cannot move the kernel beyond ncu's noise (3 % at least), and a long
-#: kernel's lines of a few samples each would otherwise bury the lines that cost the time
-#: (hstu_capture_ncu_pair half_sms: of the attention kernel's 137 lines that regressed, the 64 beyond
-#: this are the same 8 lines in each of its 8 layers)
+#: a kernel's lines judged changed whose moves (time per launch) together stay under this share of
+#: its (shorter) mean launch are not judged, the smallest first: together they cannot move the
+#: kernel beyond ncu's noise (3 % at least), and a long kernel's lines of a few samples each would
+#: otherwise bury the lines that cost the time (hstu_capture_ncu_pair half_sms: 22 of the attention
+#: kernel's 137 lines that regressed, 2-3 a layer)
 MATERIAL_LINE_PCT = 1.0
 SOURCE_COUNTS = SOURCE_METRICS[2:]  # (summed per launch from source_lines.sql's columns of these names)
 SOURCE_UNDIRECTED = {
@@ -1901,7 +1901,8 @@ def _source_lines(df: pl.DataFrame, durations: dict[int, float | None]) -> tuple
     timed = {k: (durations[k], s) for k, s in totals.items() if s and (durations.get(k) or 0) > 0}
     n_all, n = len(totals) or 1, len(timed)
     # (a sample more in launch l adds d_l / s_l / n to the mean; in a launch picked at random, the mean of that)
-    info = {"launches": n, "mean_ns": sum(d for d, _ in timed.values()) / n if n else None,
+    info = {"launches": n, "sampled": sum(1 for s in totals.values() if s),
+            "mean_ns": sum(d for d, _ in timed.values()) / n if n else None,
             "ns_per_sample": sum(d / s for d, s in timed.values()) / n / n if n else None}
     whole = sum(s for _, s in timed.values())
     out: dict[tuple[str, int], dict] = {}
@@ -1950,7 +1951,7 @@ def _source_files(files_b: set[str], files_n: set[str],
 
 
 def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
-                  launches: pl.DataFrame) -> list[_Row]:
+                  launches: pl.DataFrame, point: str | None = None) -> list[_Row]:
     """Per source line of each kernel both reports profiled with Source Counters (keys as the
     ncu scope matches them, ``ncu_pairs``): ``kernel @ file:line``, the line as the base report
     numbers it (a line only in the new report: ``file:line (new)``), the lines of the two reports
@@ -1959,7 +1960,10 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
     (``_sampled_p``, p below ALPHA over the kernel's lines tested), and only the way the kernel's
     mean launch moved: where the kernel took as long, or moved the other way, its warps' time
     moved between its lines, said, not judged; nor where the reports timed other numbers of
-    launches (a mean over other launches)."""
+    launches (a mean over other launches), nor where its move is among the kernel's smallest
+    that together stay under ``MATERIAL_LINE_PCT`` of that launch. The kernels of both reports whose lines are not compared (in one report
+    only, or no launch timed on a side) are named in a ``CaptureWarning`` (at ``point``, two
+    sweeps')."""
     df = con.sql(_sql("source_lines"), params=params).pl()
     for side, label in enumerate(labels):
         if df.filter(pl.col("side") == side).is_empty():
@@ -1992,16 +1996,22 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
             text_pairs[(fb, fn)] = pairs
         return text_pairs[(fb, fn)]
 
+    alikes: dict[tuple[str, str], bool] = {}
+
     def alike(fb: str, fn: str) -> bool:
         """Whether two files of a kernel's lines under other names are one file: their texts,
-        where both reports carry them, the same for half their lines at least."""
-        tb, tn = texts[0].get(fb), texts[1].get(fn)
-        if tb is None or tn is None:
-            return True
-        import difflib
+        where both reports carry them, the same for half the shorter one's lines at least (a
+        generated file of the kernel alone, against the module it came from); else the kernel's
+        one file on each side is its code (the note names the new file)."""
+        if (fb, fn) not in alikes:
+            tb, tn = texts[0].get(fb), texts[1].get(fn)
+            same = None
+            if tb is not None and tn is not None:
+                import difflib
 
-        same = sum(b.size for b in difflib.SequenceMatcher(None, tb, tn, autojunk=False).get_matching_blocks())
-        return same >= 0.5 * max(len(tb), len(tn))
+                same = sum(b.size for b in difflib.SequenceMatcher(None, tb, tn, autojunk=False).get_matching_blocks())
+            alikes[(fb, fn)] = same is None or same >= 0.5 * min(len(tb), len(tn))
+        return alikes[(fb, fn)]
 
     instructions: dict[tuple[int, int], list[tuple]] = {}  # (side, kernel_id) -> (opcode, file, line) by address
     for side, kid, op, file, line in con.execute(
@@ -2012,6 +2022,7 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
         instructions.setdefault((side, kid), []).append((op, file, line))
     rows: list[_Row] = []
     uncompared: list[str] = []  # (kernels of both reports whose lines are not compared, and why)
+    at = f"{point}: " if point else ""  # (two sweeps' point)
     for key, kb, kn, _how in ncu_pairs(gb, gn):
         if kb is None or kn is None or kb[0] != kn[0]:  # (a kernel in one report, or another kernel matched by
             continue  # its place: the ncu scope says so; their lines are not one kernel's)
@@ -2024,11 +2035,12 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
         (lb, ib), (ln, i_n) = sides
         if not lb or not ln:  # (profiled without Source Counters, or built without line information, on a side)
             if lb or ln:
-                uncompared.append(f"{key} (source lines in {labels[0] if lb else labels[1]} only)")
+                uncompared.append(f"{at}{key} (source lines in {labels[0] if lb else labels[1]} only)")
             continue
         untimed = [label for label, info in zip(labels, (ib, i_n), strict=True) if not info["launches"]]
-        if untimed:  # (its counts are compared; its time is not)
-            uncompared.append(f"{key} (no launch with warp samples and a duration in {' and '.join(untimed)}: "
+        if untimed and (ib["sampled"] or i_n["sampled"]):  # (its counts compared, not its time; a kernel too
+            # short for a warp sample on either side has no time to compare whatever was captured)
+            uncompared.append(f"{at}{key} (no launch with warp samples and a duration in {' and '.join(untimed)}: "
                               "its lines' counts compared, not their time)")
         mean = [ib["mean_ns"], i_n["mean_ns"]]
         shorter = min((d for d in mean if d), default=None)
@@ -2060,10 +2072,13 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
         # (each line is a test: p must pass ALPHA over the kernel's lines tested, Bonferroni's bound)
         tested = sum(1 for pb, pn in pairs if pb and pn and (lb[pb]["samples"] or ln[pn]["samples"]))
         alpha = ALPHA / max(tested, 1)
+        judged: list[tuple[float, _Row, str, str]] = []  # (the lines judged: move a launch, row, note's parts)
         for pb, pn in pairs:
             row_key = where(*pb) if pb else where(*pn, new=True)
             xb, xn = lb.get(pb) if pb else None, ln.get(pn) if pn else None
-            moved_line = f"line {pb[1]} -> {pn[1]}" if pb and pn and pb[1] != pn[1] else ""
+            renamed = pb and pn and os.path.basename(pb[0]) != os.path.basename(pn[0])  # (a file paired by its text)
+            moved_line = f"line {pb[1]} -> {os.path.basename(pn[0])}:{pn[1]}" if renamed else \
+                f"line {pb[1]} -> {pn[1]}" if pb and pn and pb[1] != pn[1] else ""
             tb, tn = (xb or {}).get("time_ns"), (xn or {}).get("time_ns")
             effect = abs((tn or 0.0) * i_n["launches"] - (tb or 0.0) * ib["launches"])
             if xb is None or xn is None:
@@ -2096,19 +2111,31 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
                             "not judged" if kernel == "unchanged" else
                             f"differs against a kernel that {kernel}: its warps' time moved between its lines, "
                             "not judged")
-                    elif verdict != "unchanged" and abs(n - b) < floor:  # (too little to move the kernel)
-                        verdict, note = "unchanged", (
-                            f"immaterial: its time moved by {_human('x_ns', abs(n - b))} a launch, < "
-                            f"{MATERIAL_LINE_PCT:g}% of the kernel's {_human('duration_ns', shorter)}")
-                    note = _join(note, f"stalls: {_top_stall(xb)} -> {_top_stall(xn)}", said(*pb, 0))
+                    tail = _join(f"stalls: {_top_stall(xb)} -> {_top_stall(xn)}", said(*pb, 0))
+                    note = _join(note, tail)
                 else:
                     verdict, note = _judge(b, n, 0.0, 0, True, "", undirected=SOURCE_UNDIRECTED[metric])
                 rows.append(_Row("source", row_key, metric, b, n, verdict, p, _join(moved_line, note),
                                  effect=effect, order=i))
+                if metric == "time_ns" and verdict != "unchanged":
+                    judged.append((abs(n - b), rows[-1], moved_line, tail))
+        # the smallest moves held while together they stay within MATERIAL_LINE_PCT of the launch
+        held, total = [], 0.0
+        for move, r, moved_line, tail in sorted(judged, key=lambda j: j[0]):
+            if total + move >= floor:
+                break
+            held.append((move, r, moved_line, tail))
+            total += move
+        for move, r, moved_line, tail in held:
+            together = f"; {len(held)} such lines {_human('x_ns', total)} together" if len(held) > 1 else ""
+            r.verdict = "unchanged"
+            r.note = _join(moved_line, f"immaterial: it moved by {_human('x_ns', move)} a launch{together}, < "
+                                       f"{MATERIAL_LINE_PCT:g}% of the kernel's {_human('duration_ns', shorter)}",
+                           tail)
     if uncompared:
         more = f"; {len(uncompared) - 3} more" if len(uncompared) > 3 else ""
         warnings.warn(CaptureWarning(f"diff --by source: not compared line by line: {'; '.join(uncompared[:3])}{more}"),
-                      stacklevel=5)
+                      stacklevel=6)  # (the caller of Tracekit.diff: past _pair_rows, diff and the store's lock)
     return rows
 
 
@@ -2530,8 +2557,11 @@ def scopes_asked(by: str | list[str] | tuple[str, ...] | None, choices: tuple[st
     return [b.lower() for b in typed]
 
 
-def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> list[_Row]:
-    """The rows of two runs in the run scopes ``scopes`` (all but sweep), unsorted."""
+def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, point: str | None = None,
+               unlined: list[str] | None = None) -> list[_Row]:
+    """The rows of two runs in the run scopes ``scopes`` (all but sweep), unsorted; ``point``:
+    the two sweeps' point they are, where a run without source lines to compare is one of
+    ``unlined`` (its reason), not an error."""
     params = {"base": sb.run_id, "new": sn.run_id}
     cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
@@ -2579,7 +2609,12 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float) -> 
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold, launches)
         elif scope == "source":
-            rows += _source_scope(con, params, threshold, (sb.label, sn.label), launches)
+            try:
+                rows += _source_scope(con, params, threshold, (sb.label, sn.label), launches, point)
+            except QueryError as err:
+                if unlined is None:
+                    raise
+                unlined.append(f"{point}: {str(err).removeprefix('--by source: ')}")
         elif scope == "bench":
             rows += _bench_scope(con, params, threshold)
     if matched is not None:
@@ -2729,10 +2764,17 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
     rows: list[_Row] = []
     if pairs:  # two sweeps: point by point
+        unlined: list[str] = []  # (points whose reports hold no source lines to compare)
         for point, (pb, pn) in pairs.items():
-            for r in _pair_rows(con, pb, pn, run_scopes, threshold):
+            for r in _pair_rows(con, pb, pn, run_scopes, threshold, point, unlined):
                 r.key = f"{point}: {r.key}"
                 rows.append(r)
+        if unlined and len(unlined) == len(pairs):
+            raise QueryError(f"--by source: no point of {sb.label} and {sn.label} has source lines to compare; "
+                             f"at {unlined[0]}")
+        if unlined:
+            warnings.warn(CaptureWarning(f"diff --by source: points not compared line by line: {'; '.join(unlined)}"),
+                          stacklevel=4)
     elif run_scopes:
         rows += _pair_rows(con, sb, sn, run_scopes, threshold)
     if "sweep" in scopes:
@@ -3110,7 +3152,9 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
     kernel's other keys); too narrow for both, the tag and the location's end, or its line
     number alone (``[layer7] :434``)."""
     at_point = POINT_KEY.fullmatch(key)
-    if at_point and len(at_point[1]) + 14 <= width:
+    # (a source line's key keeps its point first where its line's number fits beside it: what tells a line
+    # at one point from the same line at another)
+    if at_point and (len(at_point[1]) + 14 <= width or (located and len(at_point[1]) + 7 <= width)):
         return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name, located)}"
     if not key.strip():
         return UNNAMED
@@ -3119,13 +3163,19 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
         room = width - len(loc) - 3
         tag = re.search(r" (\[[^\]]*\])$", head) if len(head) > room else None
         if room < 6 or (tag and len(tag[1]) + 5 > room):  # (too narrow for the kernel: its tag, the location's end)
-            line = ":" + loc.rpartition(":")[2]
-            kept = f"{tag[1]} " if tag and len(tag[1]) + 1 + len(line) <= width else ""
-            end = width - len(kept)
-            if len(loc) <= end:
-                return kept + loc
-            # (the line's number at least: what tells a kernel's lines apart, its file mostly the same)
-            return kept + (ELLIPSIS + loc[len(loc) - end + 1:] if end >= len(line) + 3 else line[-end:])
+            # (else the line's number at least, whole: what tells a kernel's lines apart, its file mostly the same)
+            at = re.search(r":(\d+)( \(new\))?$", loc)
+            lines = [f":{at[1]}{at[2] or ''}", f":{at[1]}"] if at else []
+            for kept in ([f"{tag[1]} "] if tag else []) + [""]:
+                end = width - len(kept)
+                if len(loc) <= end:
+                    return kept + loc
+                if lines and end >= len(lines[0]) + 3:
+                    return kept + ELLIPSIS + loc[len(loc) - end + 1:]
+                for line in lines:
+                    if len(line) <= end:
+                        return kept + line
+            return (ELLIPSIS + loc[len(loc) - width + 1:])[:max(width, 0)]
         if tag is None:
             return f"{shorten_key(head, room, name)} @ {loc}"
         return f"{shorten_key(head[:tag.start()], room - len(tag[1]) - 1, name)} {tag[1]} @ {loc}"

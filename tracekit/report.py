@@ -1108,10 +1108,7 @@ def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: floa
         return []
     with warnings.catch_warnings(record=True) as caught:  # (the comparison's own are said in its section)
         warnings.simplefilter("always", CaptureWarning)
-        try:
-            src = tk.diff(base.run_id, new.run_id, by="source", threshold_pct=threshold)
-        except QueryError:  # (no launch of a side has line information with samples: no lines to compare)
-            return []
+        src = tk.diff(base.run_id, new.run_id, by="source", threshold_pct=threshold)
     # (what the line-by-line comparison alone says: the kernels whose lines it could not compare)
     said = [str(w.message).removeprefix("diff --by source: ") for w in caught
             if str(w.message).startswith("diff --by source: ")]
@@ -1122,8 +1119,8 @@ def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: floa
     sec = Section("diff-source", f"Source lines compared with {label}", None, intro=(
         f"Each kernel's source lines in {label} and in this run, from ncu's Source Counters: a line's time per "
         "launch (each launch's duration weighed by the line's share of its warp stall samples) is regressed or "
-        f"improved beyond {threshold:g} % or ncu's noise at the kernel's mean launch, and by "
-        f"{_diff.MATERIAL_LINE_PCT:g} % of that launch at least, where its samples moved beyond "
+        f"improved beyond {threshold:g} % or ncu's noise at the kernel's mean launch (a kernel's smallest moves "
+        f"held while together under {_diff.MATERIAL_LINE_PCT:g} % of that launch), where its samples moved beyond "
         "their Poisson noise (p below 0.01 over the kernel's lines), and only the way the kernel's mean launch moved; "
         "beside it, its share of the samples, instructions, uncoalesced L2 sectors and bank conflicts per launch."
         + (f" What moved: {'. '.join(moved)}." if moved else " No line was judged changed.")

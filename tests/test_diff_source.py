@@ -10,13 +10,16 @@ reports of one H200 with their Source Counters (--set full):
 - ncu_occupancy_a/_b: one file, its kernels built with other constants (a GEMM in 4 stages instead of
   2, 35 % faster; an elementwise kernel unrolled further, its loop's like instructions moved);
 - hstu_capture_ncu_pair: the inference capture twice (base, base_again) and with its attention
-  kernel on half the SMs (half_sms), its reports carrying the source (ncu --import-source yes)."""
+  kernel on half the SMs (half_sms), its reports carrying the source (ncu --import-source yes);
+- ncu_source_sweep: ncu_shapes' kernel swept over two sizes under ``tracekit sweep --tool ncu``
+  (an H100), twice (base, again) and slow: two sweeps compared line by line, point by point."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import duckdb
@@ -315,6 +318,12 @@ def test_a_kernel_whose_lines_one_report_lacks_is_named(db, tmp_path):
         html = report.write_report(tk, tmp_path / "r.html", run="occupancy_b", vs="occupancy_a").read_text()
     section = html[html.index('<section id="diff-source">'):]
     assert "Not compared line by line: matmul_kernel (no launch" in section[:section.index("</p>")]
+    (tmp_path / "planted.duckdb").unlink()  # (a kernel too short for a warp sample on either side: nothing to say)
+    unsampled = _planted(db, tmp_path, "UPDATE ncu_source SET samples = 0 WHERE run_id IN ({run:diff_a}, {run:diff_b})")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CaptureWarning)
+        df = _diff(unsampled, "diff_a", "diff_b")
+    assert set(df["metric"]) == {"inst_executed"}
 
 
 def test_a_kernel_file_under_another_name_is_paired_by_its_text(db, tmp_path):
@@ -343,6 +352,17 @@ def test_an_ncu_keys_path_that_ends_like_a_line_is_no_line():
     shortened as an ncu key, its kernel first."""
     assert D.shorten_key("void gemm_kernel<float,128>(float*, int) @ step:3", 12).startswith("gemm")
     assert D.shorten_key("void gemm_kernel<float,128>(float*, int) @ x.py:3", 12, located=True) == "x.py:3"
+
+
+@pytest.mark.parametrize("key, width, label", [
+    ("k @ path/hstu_attention [layer7] @ _cached.py:633 (new)", 19, "[layer7] :633 (new)"),
+    ("k @ path/hstu_attention [layer7] @ _cached.py:633 (new)", 14, "[layer7] :633"),  # (the number whole)
+    ("k @ path/hstu_attention [layer7] @ _cached.py:434", 13, "[layer7] :434"),
+    ("size=24: shapes_kernel @ ncu_shapes.py:41", 16, "size=24: ….py:41"),  # (a sweep's point kept first)
+    ("size=24: shapes_kernel @ ncu_shapes.py:1434", 5, ":1434"),
+])
+def test_a_narrow_source_key_keeps_what_tells_it_apart(key, width, label):
+    assert D.shorten_key(key, width, located=True) == label
 
 
 def test_a_line_an_edit_moved_is_followed_by_the_instructions_around_it(db):

@@ -1961,9 +1961,9 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
     mean launch moved: where the kernel took as long, or moved the other way, its warps' time
     moved between its lines, said, not judged; nor where the reports timed other numbers of
     launches (a mean over other launches), nor where its move is among the kernel's smallest
-    that together stay under ``MATERIAL_LINE_PCT`` of that launch. The kernels of both reports whose lines are not compared (in one report
-    only, or no launch timed on a side) are named in a ``CaptureWarning`` (at ``point``, two
-    sweeps')."""
+    that together stay under ``MATERIAL_LINE_PCT`` of that launch. The kernels of both reports
+    whose lines are not compared (in one report only, or no launch timed on a side) are named in
+    a ``CaptureWarning`` (at ``point``, two sweeps')."""
     df = con.sql(_sql("source_lines"), params=params).pl()
     for side, label in enumerate(labels):
         if df.filter(pl.col("side") == side).is_empty():

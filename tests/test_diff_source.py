@@ -360,6 +360,9 @@ def test_an_ncu_keys_path_that_ends_like_a_line_is_no_line():
     ("k @ path/hstu_attention [layer7] @ _cached.py:434", 13, "[layer7] :434"),
     ("size=24: shapes_kernel @ ncu_shapes.py:41", 16, "size=24: ….py:41"),  # (a sweep's point kept first)
     ("size=24: shapes_kernel @ ncu_shapes.py:1434", 5, ":1434"),
+    # (a point and a layer tag: the point where both fit beside the number, else the tag)
+    ("bs=8,nc=128: k @ path/hstu_attention [layer7] @ _cached.py:641", 26, "bs=8,nc=128: [layer7] :641"),
+    ("bs=8,nc=128: k @ path/hstu_attention [layer7] @ _cached.py:641", 20, "[layer7] …hed.py:641"),
 ])
 def test_a_narrow_source_key_keeps_what_tells_it_apart(key, width, label):
     assert D.shorten_key(key, width, located=True) == label
@@ -460,11 +463,41 @@ def test_a_sweep_point_without_lines_is_named_not_fatal(sweeps, tmp_path, capsys
     with pytest.warns(CaptureWarning) as caught:
         df = _diff(one, ids["base"], ids["again"])
     said = [str(w.message) for w in caught if str(w.message).startswith("diff --by source: ")]
-    assert len(said) == 1 and said[0].startswith("diff --by source: points not compared line by line: size=16: "
-                                                 "run "), said
+    assert len(said) == 1 and re.fullmatch(r"diff --by source: not compared line by line: size=16: run \d+ "
+                                           r"\(\S+-size=16\) has no source lines of kernel launches to compare", said[0]), said
     assert set(df["key"].str.extract(r"^(size=\d+): ")) == {"size=24"}
     with duckdb.connect(str(one)) as con:
         con.execute("DELETE FROM ncu_source WHERE run_id = (SELECT run_id FROM runs WHERE name = "
                     "'20261206T190910.403Z-ncu_shapes-ncu-size=24')")
     rc, out, err = _cli(capsys, "--db", str(one), "diff", ids["base"], ids["again"], "--by", "source")
     assert rc == 2 and out == "" and err.count("\n") == 1 and "--by source: no point of sweep " in err, err
+
+
+def test_sweeps_say_what_was_not_compared_once(sweeps, tmp_path, capsys):
+    """Planted on the real sweeps: the base sweep's launches without warp samples at both points
+    are said in one warning, point by point; a stored repeat of the base without Source Counters
+    leaves report --vs's line section saying why, and the report is written."""
+    path, ids = sweeps
+    planted = tmp_path / "p.duckdb"
+    shutil.copy(path, planted)
+    base = "(SELECT run_id FROM runs WHERE name LIKE '20261206T1908%' OR name LIKE '20261206T190910%')"
+    with duckdb.connect(str(planted)) as con:
+        con.execute(f"UPDATE ncu_source SET samples = 0 WHERE run_id IN {base}")
+    with pytest.warns(CaptureWarning) as caught:
+        _diff(planted, ids["base"], ids["slow"])
+    said = [str(w.message) for w in caught if str(w.message).startswith("diff --by source: ")]
+    assert len(said) == 1 and [p[:8] for p in said[0].split(": not compared line by line: ")[1].split("; ")] == [
+        "size=16:", "size=24:"], said
+    shutil.copy(path, planted)
+    with duckdb.connect(str(planted)) as con:
+        con.execute("UPDATE runs SET params = json_merge_patch(params, $p) WHERE name BETWEEN '20261206T190920' AND "
+                    "'20261206T190950'", {"p": json.dumps({"sweep_repeat_of": ids["base"]})})
+        con.execute("DELETE FROM ncu_source WHERE run_id = (SELECT run_id FROM runs WHERE name = "
+                    "'20261206T190928.498Z-ncu_shapes-ncu-size=16')")
+        run, vs = (con.execute("SELECT run_id FROM runs WHERE name = ?", [n]).fetchone()[0]
+                   for n in ("20261206T190958.994Z-ncu_shapes-ncu-size=16", "20261206T190855.994Z-ncu_shapes-ncu-size=16"))
+    out = tmp_path / "r.html"
+    rc, _, _ = _cli(capsys, "--db", str(planted), "report", "--run", str(run), "--vs", str(vs), "-o", str(out))
+    html = out.read_text()
+    section = html[html.index('<section id="diff-source">'):]
+    assert rc == 0 and "Not compared line by line: diff: --repeat " in section[:section.index("</p>")]

@@ -237,6 +237,7 @@ the per-key summary in Python.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import os
@@ -1951,7 +1952,8 @@ def _source_files(files_b: set[str], files_n: set[str],
 
 
 def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
-                  launches: pl.DataFrame, point: str | None = None) -> list[_Row]:
+                  launches: pl.DataFrame, point: str | None = None,
+                  uncompared: list[str] | None = None) -> list[_Row]:
     """Per source line of each kernel both reports profiled with Source Counters (keys as the
     ncu scope matches them, ``ncu_pairs``): ``kernel @ file:line``, the line as the base report
     numbers it (a line only in the new report: ``file:line (new)``), the lines of the two reports
@@ -1963,7 +1965,8 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
     launches (a mean over other launches), nor where its move is among the kernel's smallest
     that together stay under ``MATERIAL_LINE_PCT`` of that launch. The kernels of both reports
     whose lines are not compared (in one report only, or no launch timed on a side) are named in
-    a ``CaptureWarning`` (at ``point``, two sweeps')."""
+    a ``CaptureWarning``, or at ``point`` (two sweeps') added to ``uncompared``, the sweeps'
+    one warning."""
     df = con.sql(_sql("source_lines"), params=params).pl()
     for side, label in enumerate(labels):
         if df.filter(pl.col("side") == side).is_empty():
@@ -2021,7 +2024,8 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
             params).fetchall():
         instructions.setdefault((side, kid), []).append((op, file, line))
     rows: list[_Row] = []
-    uncompared: list[str] = []  # (kernels of both reports whose lines are not compared, and why)
+    warn = uncompared is None
+    uncompared = [] if uncompared is None else uncompared  # (kernels of both reports whose lines are not compared)
     at = f"{point}: " if point else ""  # (two sweeps' point)
     for key, kb, kn, _how in ncu_pairs(gb, gn):
         if kb is None or kn is None or kb[0] != kn[0]:  # (a kernel in one report, or another kernel matched by
@@ -2119,24 +2123,30 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
                                  effect=effect, order=i))
                 if metric == "time_ns" and verdict != "unchanged":
                     judged.append((abs(n - b), rows[-1], moved_line, tail))
-        # the smallest moves held while together they stay within MATERIAL_LINE_PCT of the launch
+        # the smallest moves held while together they stay within MATERIAL_LINE_PCT of the launch (equal
+        # moves all or none: which line is held is not up to their order)
         held, total = [], 0.0
-        for move, r, moved_line, tail in sorted(judged, key=lambda j: j[0]):
-            if total + move >= floor:
+        for move, same in itertools.groupby(sorted(judged, key=lambda j: j[0]), key=lambda j: j[0]):
+            same = list(same)
+            if total + move * len(same) >= floor:
                 break
-            held.append((move, r, moved_line, tail))
-            total += move
+            held += same
+            total += move * len(same)
         for move, r, moved_line, tail in held:
             together = f"; {len(held)} such lines {_human('x_ns', total)} together" if len(held) > 1 else ""
             r.verdict = "unchanged"
             r.note = _join(moved_line, f"immaterial: it moved by {_human('x_ns', move)} a launch{together}, < "
                                        f"{MATERIAL_LINE_PCT:g}% of the kernel's {_human('duration_ns', shorter)}",
                            tail)
-    if uncompared:
-        more = f"; {len(uncompared) - 3} more" if len(uncompared) > 3 else ""
-        warnings.warn(CaptureWarning(f"diff --by source: not compared line by line: {'; '.join(uncompared[:3])}{more}"),
-                      stacklevel=6)  # (the caller of Tracekit.diff: past _pair_rows, diff and the store's lock)
+    if warn and uncompared:  # (the caller of Tracekit.diff: past _pair_rows, diff and the store's lock)
+        warnings.warn(CaptureWarning(not_compared(uncompared)), stacklevel=6)
     return rows
+
+
+def not_compared(what: list[str]) -> str:
+    """The warning of the kernels (or sweep points) whose lines ``--by source`` did not compare."""
+    more = f"; {len(what) - 3} more" if len(what) > 3 else ""
+    return f"diff --by source: not compared line by line: {'; '.join(what[:3])}{more}"
 
 
 # -- tracekit bench runs -------------------------------------------------------------
@@ -2558,10 +2568,11 @@ def scopes_asked(by: str | list[str] | tuple[str, ...] | None, choices: tuple[st
 
 
 def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, point: str | None = None,
-               unlined: list[str] | None = None) -> list[_Row]:
+               unlined: list[str] | None = None, uncompared: list[str] | None = None) -> list[_Row]:
     """The rows of two runs in the run scopes ``scopes`` (all but sweep), unsorted; ``point``:
     the two sweeps' point they are, where a run without source lines to compare is one of
-    ``unlined`` (its reason), not an error."""
+    ``unlined`` (the error), not an error, and the kernels whose lines are not compared are
+    added to ``uncompared``."""
     params = {"base": sb.run_id, "new": sn.run_id}
     cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
@@ -2610,11 +2621,11 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, poi
             rows += _ncu_scope(con, params, threshold, launches)
         elif scope == "source":
             try:
-                rows += _source_scope(con, params, threshold, (sb.label, sn.label), launches, point)
+                rows += _source_scope(con, params, threshold, (sb.label, sn.label), launches, point, uncompared)
             except QueryError as err:
                 if unlined is None:
                     raise
-                unlined.append(f"{point}: {str(err).removeprefix('--by source: ')}")
+                unlined.append(str(err))
         elif scope == "bench":
             rows += _bench_scope(con, params, threshold)
     if matched is not None:
@@ -2764,17 +2775,21 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
     rows: list[_Row] = []
     if pairs:  # two sweeps: point by point
-        unlined: list[str] = []  # (points whose reports hold no source lines to compare)
+        unlined: list[str] = []  # (the errors of the points whose reports hold no source lines to compare)
+        uncompared: list[str] = []  # (the points and kernels whose lines are not compared, said once)
         for point, (pb, pn) in pairs.items():
-            for r in _pair_rows(con, pb, pn, run_scopes, threshold, point, unlined):
+            errors = len(unlined)
+            for r in _pair_rows(con, pb, pn, run_scopes, threshold, point, unlined, uncompared):
                 r.key = f"{point}: {r.key}"
                 rows.append(r)
+            if len(unlined) > errors:  # ('run 3 (...) has no source lines ...', without how to get them)
+                why = unlined[-1].removeprefix("--by source: ").partition("; ")[0]
+                uncompared.append(f"{point}: {why}")
         if unlined and len(unlined) == len(pairs):
             raise QueryError(f"--by source: no point of {sb.label} and {sn.label} has source lines to compare; "
-                             f"at {unlined[0]}")
-        if unlined:
-            warnings.warn(CaptureWarning(f"diff --by source: points not compared line by line: {'; '.join(unlined)}"),
-                          stacklevel=4)
+                             f"at {next(iter(pairs))}: {unlined[0].removeprefix('--by source: ')}")
+        if uncompared:
+            warnings.warn(CaptureWarning(not_compared(uncompared)), stacklevel=4)
     elif run_scopes:
         rows += _pair_rows(con, sb, sn, run_scopes, threshold)
     if "sweep" in scopes:
@@ -3152,9 +3167,15 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
     kernel's other keys); too narrow for both, the tag and the location's end, or its line
     number alone (``[layer7] :434``)."""
     at_point = POINT_KEY.fullmatch(key)
-    # (a source line's key keeps its point first where its line's number fits beside it: what tells a line
-    # at one point from the same line at another)
-    if at_point and (len(at_point[1]) + 14 <= width or (located and len(at_point[1]) + 7 <= width)):
+    if at_point and located and len(at_point[1]) + 14 > width:
+        # (a source line's key keeps its point first where its tag and line number fit beside it: what tells a
+        # line at one point, or of one layer, from the same line at another; else the tag and the number)
+        head, _, loc = at_point[2].rpartition(" @ ")
+        tag, number = re.search(r" (\[[^\]]*\])$", head), re.search(r":\d+", loc)
+        need = len(at_point[1]) + 2 + (len(tag[1]) + 1 if tag else 0) + (len(number[0]) if number else 5)
+        if need > width:
+            at_point = None
+    if at_point and (len(at_point[1]) + 14 <= width or located):
         return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name, located)}"
     if not key.strip():
         return UNNAMED

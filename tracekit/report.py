@@ -1028,7 +1028,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     command = shlex.join(["tracekit", "diff", str(base.ref), str(run_id), *_repeat_options(tk, vs, [run_id], repeats)])
     line = ("compared with", f"{label} ({command})")
     return line, [(sec, table, spec, None), *_compared_charts(tk, df, at, new, label, threshold, repeats),
-                  *_compared_lines(tk, df, at, new, label, threshold)]
+                  *_compared_lines(tk, df, at, new, label, threshold, repeats)]
 
 
 def _rules(scopes: set[str], threshold: float) -> list[str]:
@@ -1094,10 +1094,12 @@ def _compared_charts(tk, df: pl.DataFrame, base, new, label: str, threshold: flo
     return _drawn(out)
 
 
-def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: float) -> list[tuple]:
+def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: float,
+                    repeats: list | None = None) -> list[tuple]:
     """Two ncu runs that both hold ncu's Source Counters with line information: their kernels
-    compared line by line (``tk.diff(..., by="source")``), a section of its table; none
-    otherwise, or where a side is a sweep."""
+    compared line by line (``tk.diff(..., by="source")``, with the comparison's ``repeats``), a
+    section of its table; none otherwise, or where a side is a sweep. Where the line comparison
+    fails (a repeat without Source Counters), the section says why, and the report goes on."""
     from . import diff as _diff
 
     if base.run_id is None or new.run_id is None or "ncu" not in set(df["scope"]):
@@ -1106,9 +1108,13 @@ def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: floa
                            "AND line IS NOT NULL", [base.run_id, new.run_id]).fetchone()[0]
     if lines < 2:
         return []
+    title = f"Source lines compared with {label}"
     with warnings.catch_warnings(record=True) as caught:  # (the comparison's own are said in its section)
         warnings.simplefilter("always", CaptureWarning)
-        src = tk.diff(base.run_id, new.run_id, by="source", threshold_pct=threshold)
+        try:
+            src = tk.diff(base.run_id, new.run_id, by="source", threshold_pct=threshold, repeats=repeats or [])
+        except QueryError as err:
+            return [(Section("diff-source", title, None, intro=f"Not compared line by line: {err}"), "", None, None)]
     # (what the line-by-line comparison alone says: the kernels whose lines it could not compare)
     said = [str(w.message).removeprefix("diff --by source: ") for w in caught
             if str(w.message).startswith("diff --by source: ")]
@@ -1116,7 +1122,7 @@ def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: floa
         if not issubclass(w.category, CaptureWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     moved = _diff.moved(src)
-    sec = Section("diff-source", f"Source lines compared with {label}", None, intro=(
+    sec = Section("diff-source", title, None, intro=(
         f"Each kernel's source lines in {label} and in this run, from ncu's Source Counters: a line's time per "
         "launch (each launch's duration weighed by the line's share of its warp stall samples) is regressed or "
         f"improved beyond {threshold:g} % or ncu's noise at the kernel's mean launch (a kernel's smallest moves "

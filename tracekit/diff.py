@@ -2139,11 +2139,11 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
                                        f"{MATERIAL_LINE_PCT:g}% of the kernel's {_human('duration_ns', shorter)}",
                            tail)
     if warn and uncompared:  # (the caller of Tracekit.diff: past _pair_rows, diff and the store's lock)
-        warnings.warn(CaptureWarning(not_compared(uncompared)), stacklevel=6)
+        warnings.warn(CaptureWarning(_not_compared(uncompared)), stacklevel=6)
     return rows
 
 
-def not_compared(what: list[str]) -> str:
+def _not_compared(what: list[str]) -> str:
     """The warning of the kernels (or sweep points) whose lines ``--by source`` did not compare."""
     more = f"; {len(what) - 3} more" if len(what) > 3 else ""
     return f"diff --by source: not compared line by line: {'; '.join(what[:3])}{more}"
@@ -2789,7 +2789,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
             raise QueryError(f"--by source: no point of {sb.label} and {sn.label} has source lines to compare; "
                              f"at {next(iter(pairs))}: {unlined[0].removeprefix('--by source: ')}")
         if uncompared:
-            warnings.warn(CaptureWarning(not_compared(uncompared)), stacklevel=4)
+            warnings.warn(CaptureWarning(_not_compared(uncompared)), stacklevel=4)
     elif run_scopes:
         rows += _pair_rows(con, sb, sn, run_scopes, threshold)
     if "sweep" in scopes:

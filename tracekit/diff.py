@@ -1981,40 +1981,39 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
             "JOIN ncu_source_lines t ON t.run_id = s.run_id WHERE t.run_id IN ($base, $new) GROUP BY ALL",
             params).fetchall():
         texts[side][file] = text
-    text_pairs: dict[tuple[str, str], dict[int, int] | None] = {}
+    text_pairs: dict[tuple[str, str], tuple[dict[int, int], int] | None] = {}
 
-    def by_text(fb: str, fn: str) -> dict[int, int] | None:
-        """Base line -> new line of a file both reports carry: unchanged runs of text, and edited
-        runs of as many lines in order, as a text diff pairs them (once per pair of files)."""
+    def diffed(fb: str, fn: str) -> tuple[dict[int, int], int] | None:
+        """A text diff of a file both reports carry, once per pair of files: base line -> new line
+        (unchanged runs of text, and edited runs of as many lines in order), and how many lines
+        are unchanged; None where a report lacks the text."""
         if (fb, fn) not in text_pairs:
             tb, tn = texts[0].get(fb), texts[1].get(fn)
-            pairs = None
+            got = None
             if tb is not None and tn is not None:
                 import difflib
 
-                pairs = {}
+                pairs, same = {}, 0
                 for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, tb, tn, autojunk=False).get_opcodes():
                     if op == "equal" or (op == "replace" and i2 - i1 == j2 - j1):
                         pairs.update({i + 1: j1 + i - i1 + 1 for i in range(i1, i2)})
-            text_pairs[(fb, fn)] = pairs
+                    same += (i2 - i1) if op == "equal" else 0
+                got = pairs, same
+            text_pairs[(fb, fn)] = got
         return text_pairs[(fb, fn)]
 
-    alikes: dict[tuple[str, str], bool] = {}
+    def by_text(fb: str, fn: str) -> dict[int, int] | None:
+        """Base line -> new line of a file both reports carry, as a text diff pairs them."""
+        got = diffed(fb, fn)
+        return None if got is None else got[0]
 
     def alike(fb: str, fn: str) -> bool:
         """Whether two files of a kernel's lines under other names are one file: their texts,
         where both reports carry them, the same for half the shorter one's lines at least (a
         generated file of the kernel alone, against the module it came from); else the kernel's
         one file on each side is its code (the note names the new file)."""
-        if (fb, fn) not in alikes:
-            tb, tn = texts[0].get(fb), texts[1].get(fn)
-            same = None
-            if tb is not None and tn is not None:
-                import difflib
-
-                same = sum(b.size for b in difflib.SequenceMatcher(None, tb, tn, autojunk=False).get_matching_blocks())
-            alikes[(fb, fn)] = same is None or same >= 0.5 * min(len(tb), len(tn))
-        return alikes[(fb, fn)]
+        got = diffed(fb, fn)
+        return got is None or got[1] >= 0.5 * min(len(texts[0][fb]), len(texts[1][fn]))
 
     instructions: dict[tuple[int, int], list[tuple]] = {}  # (side, kernel_id) -> (opcode, file, line) by address
     for side, kid, op, file, line in con.execute(
@@ -2571,8 +2570,8 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, poi
                unlined: list[str] | None = None, uncompared: list[str] | None = None) -> list[_Row]:
     """The rows of two runs in the run scopes ``scopes`` (all but sweep), unsorted; ``point``:
     the two sweeps' point they are, where a run without source lines to compare is one of
-    ``unlined`` (the error), not an error, and the kernels whose lines are not compared are
-    added to ``uncompared``."""
+    ``unlined`` (the error), not an error, and the point and the kernels whose lines are not
+    compared are added to ``uncompared``."""
     params = {"base": sb.run_id, "new": sn.run_id}
     cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
@@ -2625,7 +2624,8 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, poi
             except QueryError as err:
                 if unlined is None:
                     raise
-                unlined.append(str(err))
+                unlined.append(str(err))  # ('run 3 (...) has no source lines ...'; said without how to get them)
+                uncompared.append(f"{point}: {str(err).removeprefix('--by source: ').partition('; ')[0]}")
         elif scope == "bench":
             rows += _bench_scope(con, params, threshold)
     if matched is not None:
@@ -2778,13 +2778,9 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         unlined: list[str] = []  # (the errors of the points whose reports hold no source lines to compare)
         uncompared: list[str] = []  # (the points and kernels whose lines are not compared, said once)
         for point, (pb, pn) in pairs.items():
-            errors = len(unlined)
             for r in _pair_rows(con, pb, pn, run_scopes, threshold, point, unlined, uncompared):
                 r.key = f"{point}: {r.key}"
                 rows.append(r)
-            if len(unlined) > errors:  # ('run 3 (...) has no source lines ...', without how to get them)
-                why = unlined[-1].removeprefix("--by source: ").partition("; ")[0]
-                uncompared.append(f"{point}: {why}")
         if unlined and len(unlined) == len(pairs):
             raise QueryError(f"--by source: no point of {sb.label} and {sn.label} has source lines to compare; "
                              f"at {next(iter(pairs))}: {unlined[0].removeprefix('--by source: ')}")
@@ -3155,6 +3151,12 @@ POINT_KEY = re.compile(rf"((?:[A-Za-z_][A-Za-z0-9_]*={_GRID_VALUE},)*[A-Za-z_][A
 NAME_SCOPES = ("kernel", "ncu", "source", "cpu", "sweep")
 
 
+#: a label's bracketed tag at its end (``[layer7]``: what tells a kernel's key from its other keys)
+_LABEL_TAG = re.compile(r" (\[[^\]]*\])$")
+#: a source line's location's line number, and its mark of a line only in the new report
+_LINE_NUMBER = re.compile(r":(\d+)( \(new\))?$")
+
+
 def shorten_key(key: str, width: int, name: bool = True, located: bool = False) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
     shortener; NVTX paths, API names and sweep points cut like other text (a '(' or '<' in a
@@ -3171,8 +3173,8 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
         # (a source line's key keeps its point first where its tag and line number fit beside it: what tells a
         # line at one point, or of one layer, from the same line at another; else the tag and the number)
         head, _, loc = at_point[2].rpartition(" @ ")
-        tag, number = re.search(r" (\[[^\]]*\])$", head), re.search(r":\d+", loc)
-        need = len(at_point[1]) + 2 + (len(tag[1]) + 1 if tag else 0) + (len(number[0]) if number else 5)
+        tag, number = _LABEL_TAG.search(head), _LINE_NUMBER.search(loc)
+        need = len(at_point[1]) + 2 + (len(tag[1]) + 1 if tag else 0) + (len(number[1]) + 1 if number else 5)
         if need > width:
             at_point = None
     if at_point and (len(at_point[1]) + 14 <= width or located):
@@ -3182,10 +3184,10 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
     if located:
         head, _, loc = key.rpartition(" @ ")
         room = width - len(loc) - 3
-        tag = re.search(r" (\[[^\]]*\])$", head) if len(head) > room else None
+        tag = _LABEL_TAG.search(head) if len(head) > room else None
         if room < 6 or (tag and len(tag[1]) + 5 > room):  # (too narrow for the kernel: its tag, the location's end)
             # (else the line's number at least, whole: what tells a kernel's lines apart, its file mostly the same)
-            at = re.search(r":(\d+)( \(new\))?$", loc)
+            at = _LINE_NUMBER.search(loc)
             lines = [f":{at[1]}{at[2] or ''}", f":{at[1]}"] if at else []
             for kept in ([f"{tag[1]} "] if tag else []) + [""]:
                 end = width - len(kept)

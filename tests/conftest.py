@@ -24,6 +24,27 @@ if ("PYTEST_DEBUG_TEMPROOT" not in os.environ and os.access(IN_MEMORY_TEMP, os.W
         and IN_MEMORY_TEMP.is_dir() and shutil.disk_usage(IN_MEMORY_TEMP).free >= IN_MEMORY_ROOM):
     os.environ["PYTEST_DEBUG_TEMPROOT"] = str(IN_MEMORY_TEMP)
 
+#: the cores each pytest-xdist worker of this run has: the workers share the machine's cores (CI:
+#: two workers on two cores), while DuckDB, Polars and PyTorch each start a thread per core in
+#: every worker, so that two workers ran four busy threads on two cores. Each library is given
+#: the worker's share (test_job_diff and test_dataset took 219 s with a thread per core and 180 s
+#: with the share, docs/performance.md); a single process keeps their defaults.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+CORES_EACH = max(1, (os.cpu_count() or 1) // WORKERS)
+if WORKERS > 1:
+    import duckdb
+
+    for _var in ("POLARS_MAX_THREADS", "OMP_NUM_THREADS"):  # (read when polars and torch are imported)
+        os.environ.setdefault(_var, str(CORES_EACH))
+    _duckdb_connect = duckdb.connect
+
+    def _connect_with_the_workers_share(database=":memory:", read_only=False, config=None, **kw):
+        """``duckdb.connect``, with ``threads`` the worker's share of the cores unless given."""
+        return _duckdb_connect(database, read_only=read_only, config={"threads": CORES_EACH, **(config or {})},
+                               **kw)
+
+    duckdb.connect = _connect_with_the_workers_share
+
 DATA = Path(__file__).parent / "data"
 NCU_SOL_METRICS = {  # speed-of-light column -> the metric ncu's details page prints
     "duration_ns": "gpu__time_duration.sum",

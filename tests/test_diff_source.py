@@ -315,6 +315,9 @@ def test_a_kernel_whose_lines_one_report_lacks_is_named(db, tmp_path):
                     "(source lines in run (occupancy_a) only)"], said
     assert set(df["key"].str.extract("^(.*) @ ")) == {"matmul_kernel"} and "time_ns" not in set(df["metric"])
     with tracekit.open(path) as tk:
+        with pytest.warns(CaptureWarning) as passed_on:  # (caught inside tracekit and passed on: said here too)
+            tk.compare("occupancy_a", ["occupancy_b"], by="source")
+        assert [Path(w.filename).name for w in passed_on if "line by line" in str(w.message)] == ["test_diff_source.py"]
         html = report.write_report(tk, tmp_path / "r.html", run="occupancy_b", vs="occupancy_a").read_text()
     section = html[html.index('<section id="diff-source">'):]
     assert "Not compared line by line: matmul_kernel (no launch" in section[:section.index("</p>")]

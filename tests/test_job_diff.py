@@ -642,6 +642,23 @@ def test_a_rank_pair_that_fails_stops_the_comparison(tk, monkeypatch):
     assert _quiet(tk.diff_jobs, _first("base_again"), _first("after"), by="kernel")["ranks"].max() == 4
 
 
+def test_what_a_rank_pair_says_is_said_once_at_the_line_that_asked(tk, monkeypatch):
+    """A warning of a rank pair's diff (said in its thread) is passed on once for the job, at
+    the caller's line, not at the depth of tracekit where the pair ran."""
+    from tracekit import diff as _diff
+
+    real = _diff.diff
+
+    def saying(reader, base, new, **kw):
+        warnings.warn(CaptureWarning("diff: a rank pair's own warning"), stacklevel=2)
+        return real(reader, base, new, **kw)
+
+    monkeypatch.setattr(_diff, "diff", saying)
+    with pytest.warns(CaptureWarning) as caught:
+        tk.diff_jobs(_first("base_again"), _first("after"), by="kernel")
+    assert [w.filename for w in caught if "own warning" in str(w.message)] == [__file__]
+
+
 def test_ctrl_c_stops_the_rank_pairs_at_once(tk, monkeypatch):
     """Ctrl-C while the rank pairs run in their threads: each thread's statement stops (their
     connections are registered as the store's is) and the call raises KeyboardInterrupt in

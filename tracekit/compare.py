@@ -37,7 +37,7 @@ from typing import Any
 
 import polars as pl
 
-from .errors import CaptureWarning, ParamError, TracekitError, expect
+from .errors import CaptureWarning, ParamError, TracekitError, expect, warn_from_caller
 
 #: the long form's columns (diff's, with the run's label and its value named for it)
 COLUMNS = ["scope", "key", "metric", "base_run", "run", "repeat", "base", "value", "delta", "delta_pct", "verdict",
@@ -179,7 +179,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 if named and issubclass(w.category, CaptureWarning):
                     text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "
                             f"{text.removeprefix('diff --jobs: ').removeprefix('diff: ')}")
-                warnings.warn_explicit(text, w.category, w.filename, w.lineno)
+                warn_from_caller(text, w.category, at=(w.filename, w.lineno))
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
     if jobs and n_repeats:

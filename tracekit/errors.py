@@ -98,6 +98,32 @@ class NoneRecorded(CaptureWarning):
     its header where it leaves the run's CUDA sections out."""
 
 
+#: the folder of tracekit's modules: a frame whose file is below it is tracekit's own
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWarning,
+                     at: tuple[str, int] | None = None) -> None:
+    """Warn ``message`` at the line that called into tracekit (the first frame outside this
+    package), not inside it: for a warning caught on its way out and passed on (by
+    ``compare``, a report, the threads of ``diff --jobs``), whose own location lies at whatever
+    depth of tracekit made it. ``at``: the file and line it was given, kept where they lie
+    outside tracekit (another library's warning, or one already at the caller's line). Shown
+    each time, as a warning passed on always was."""
+    import sys
+    import warnings
+
+    if isinstance(message, Warning):
+        category = type(message)
+    if at is not None and not at[0].startswith(_PACKAGE):
+        warnings.warn_explicit(message, category, *at)
+        return
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno)
+
+
 def expect(value, types: type | tuple[type, ...], what: str, error: type[TracekitError] = ParamError) -> None:
     """Raise ``error`` (one line naming ``what`` and the value) unless ``value`` is one of
     ``types``: a public function given the wrong kind of value says so, rather than failing

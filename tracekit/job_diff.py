@@ -62,7 +62,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
-from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
+from .errors import CaptureWarning, InputError, ParamError, QueryError, expect, warn_from_caller
 from .names import RUN_ID, ranks_text
 
 #: the columns of the job's rows, in order
@@ -460,7 +460,7 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
         if NO_CUDA_EVENT not in str(w.message):  # (the job said which ranks: _without_missed_work)
             said.setdefault(str(w.message), w.category)
     for text, category in said.items():
-        warnings.warn(category(text), stacklevel=4)
+        warn_from_caller(text, category)
     return out  # type: ignore[return-value]
 
 

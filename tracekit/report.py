@@ -71,7 +71,14 @@ from typing import Any
 import polars as pl
 
 from . import vega
-from .errors import CaptureWarning, NoneRecorded, ParamError, QueryError, TracekitError
+from .errors import (
+    CaptureWarning,
+    NoneRecorded,
+    ParamError,
+    QueryError,
+    TracekitError,
+    warn_from_caller,
+)
 from .table import fixed_time, prefixed_scale
 
 
@@ -857,7 +864,7 @@ def _section(tk, sec: Section, run_id: int) -> tuple[str, str | None, str | None
     none = next((str(w.message) for w in caught if issubclass(w.category, NoneRecorded)), None)
     for w in caught:
         if not issubclass(w.category, NoneRecorded):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            warn_from_caller(w.message, at=(w.filename, w.lineno))
     total = None
     if "limit" in q.params and params.get("limit"):
         if df.height == params["limit"]:
@@ -1007,7 +1014,7 @@ def _comparison(tk, run_id: int, vs: str | int, threshold: float,
     df = df.drop("noise_pct", strict=False)  # (said in the intro; the table and chart are diff's)
     partial = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning)]
     for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        warn_from_caller(w.message, at=(w.filename, w.lineno))
     counts = _verdict_counts(df)
     table = diff_table_html(df)
     chart = charts.diff_rows(df, threshold, 20)
@@ -1120,7 +1127,7 @@ def _compared_lines(tk, df: pl.DataFrame, base, new, label: str, threshold: floa
             if str(w.message).startswith("diff --by source: ")]
     for w in caught:  # (any other kind of warning goes on as it came)
         if not issubclass(w.category, CaptureWarning):
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            warn_from_caller(w.message, at=(w.filename, w.lineno))
     moved = _diff.moved(src)
     sec = Section("diff-source", title, None, intro=(
         f"Each kernel's source lines in {label} and in this run, from ncu's Source Counters: a line's time per "
@@ -1244,7 +1251,7 @@ def _job_comparison(tk, run_id: int, base_id: int, threshold: float, repeats: li
             df, long = job_diff.compare_jobs(tk, str(base_id), str(run_id), threshold_pct=threshold)
     said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        warn_from_caller(w.message, at=(w.filename, w.lineno))
     held = _diff.held_by_repeats(df).removeprefix("; ") if again else ""
     df = df.drop("noise_pct", strict=False)
     counts = _verdict_counts(df)
@@ -1306,7 +1313,7 @@ def _jobs_compared(tk, ids: list[int], base_id: int, threshold: float, repeats: 
             df = tk.compare(str(base_id), runs, threshold_pct=threshold, jobs=True)
     said = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        warn_from_caller(w.message, at=(w.filename, w.lineno))
     held = _diff.held_by_repeats(df.filter(~pl.col("repeat"))).removeprefix("; ") if again else ""
     label = df["base_run"][0] if df.height else f"run {base_id}'s job"
     command = shlex.join(["tracekit", "compare", "--jobs", str(base_id), *runs,
@@ -1422,7 +1429,7 @@ def _compared_many(tk, ids: list[int], vs: str | int, threshold: float, repeats:
         df = tk.compare(vs, [str(i) for i in ids], threshold_pct=threshold, repeats=repeats or [])
     partial = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, CaptureWarning)))
     for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        warn_from_caller(w.message, at=(w.filename, w.lineno))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CaptureWarning)  # (the comparison said it)
         sides = [_diff.resolve(tk, vs), *(_diff.resolve(tk, str(i)) for i in ids)]

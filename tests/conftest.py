@@ -27,8 +27,8 @@ if ("PYTEST_DEBUG_TEMPROOT" not in os.environ and os.access(IN_MEMORY_TEMP, os.W
 #: the cores each pytest-xdist worker of this run has: the workers share the machine's cores (CI:
 #: two workers on two cores), while DuckDB, Polars and PyTorch each start a thread per core in
 #: every worker, so that two workers ran four busy threads on two cores. Each library is given
-#: the worker's share (test_job_diff and test_dataset took 219 s with a thread per core and 180 s
-#: with the share, docs/performance.md); a single process keeps their defaults.
+#: the worker's share (test_job_diff and test_dataset: 0.93x the time, docs/performance.md); a
+#: single process keeps their defaults.
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 CORES_EACH = max(1, (os.cpu_count() or 1) // WORKERS)
 if WORKERS > 1:

@@ -107,14 +107,13 @@ def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWa
     """Warn ``message`` at the line that called into tracekit (the first frame outside this
     package), not inside it: for a warning caught on its way out and passed on (by
     ``compare``, a report, the threads of ``diff --jobs``), whose own location lies at whatever
-    depth of tracekit made it. ``at``: the file and line it was given, kept where they lie
-    outside tracekit (another library's warning, or one already at the caller's line). Shown
-    each time, as a warning passed on always was."""
+    depth of tracekit made it (a ``Warning`` given is of its own category, as ``warnings`` takes
+    it). ``at``: the file and line it was given, kept where they lie outside tracekit (another
+    library's warning, or one already at the caller's line). Shown each time, as a warning
+    passed on always was."""
     import sys
     import warnings
 
-    if isinstance(message, Warning):
-        category = type(message)
     if at is not None and not at[0].startswith(_PACKAGE):
         warnings.warn_explicit(message, category, *at)
         return

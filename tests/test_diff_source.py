@@ -476,10 +476,9 @@ def test_a_sweep_point_without_lines_is_named_not_fatal(sweeps, tmp_path, capsys
     assert rc == 2 and out == "" and err.count("\n") == 1 and "--by source: no point of sweep " in err, err
 
 
-def test_sweeps_say_what_was_not_compared_once(sweeps, tmp_path, capsys):
+def test_sweeps_say_what_was_not_compared_once(sweeps, tmp_path):
     """Planted on the real sweeps: the base sweep's launches without warp samples at both points
-    are said in one warning, point by point; a stored repeat of the base without Source Counters
-    leaves report --vs's line section saying why, and the report is written."""
+    are said in one warning, point by point."""
     path, ids = sweeps
     planted = tmp_path / "p.duckdb"
     shutil.copy(path, planted)
@@ -491,16 +490,54 @@ def test_sweeps_say_what_was_not_compared_once(sweeps, tmp_path, capsys):
     said = [str(w.message) for w in caught if str(w.message).startswith("diff --by source: ")]
     assert len(said) == 1 and [p[:8] for p in said[0].split(": not compared line by line: ")[1].split("; ")] == [
         "size=16:", "size=24:"], said
+
+
+def test_a_stored_repeat_without_lines_leaves_them_without_its_noise(sweeps, tmp_path, capsys):
+    """Planted on the real sweeps: the second sweep stored as a repeat of the first, its 2**16
+    point's Source Counters deleted. ``diff`` of that point's base and slow runs (the repeat
+    taken from the store) judges the lines without the repeat's noise, said once, and the ncu
+    rows with it; so does ``compare``, given the repeat, and report --vs's line section. The
+    repeat sweep without any point's lines leaves two sweeps' lines the same way. The base
+    without lines is still an error, said of the base, not of the repeat."""
+    path, ids = sweeps
+    planted = tmp_path / "p.duckdb"
     shutil.copy(path, planted)
     with duckdb.connect(str(planted)) as con:
         con.execute("UPDATE runs SET params = json_merge_patch(params, $p) WHERE name BETWEEN '20261206T190920' AND "
                     "'20261206T190950'", {"p": json.dumps({"sweep_repeat_of": ids["base"]})})
         con.execute("DELETE FROM ncu_source WHERE run_id = (SELECT run_id FROM runs WHERE name = "
                     "'20261206T190928.498Z-ncu_shapes-ncu-size=16')")
-        run, vs = (con.execute("SELECT run_id FROM runs WHERE name = ?", [n]).fetchone()[0]
-                   for n in ("20261206T190958.994Z-ncu_shapes-ncu-size=16", "20261206T190855.994Z-ncu_shapes-ncu-size=16"))
+        vs, again, run = (str(con.execute("SELECT run_id FROM runs WHERE name = ?", [f"20261206T{n}-ncu_shapes-ncu-size=16"])
+                              .fetchone()[0]) for n in ("190855.994Z", "190928.498Z", "190958.994Z"))
+    lacking = (f"a repeat of the base: run {again} (20261206T190928.498Z-ncu_shapes-ncu-size=16) has no source "
+               "lines of kernel launches to compare: the lines are judged without its noise")
+    for by in ("source", "ncu,source"):
+        rc, out, err = _cli(capsys, "--db", str(planted), "diff", vs, run, "--by", by, "-f", "csv")
+        df = pl.read_csv(out.encode())
+        assert rc == 0 and err.count(f"tracekit: warning: diff --by source: {lacking}\n") == 1, err
+        assert df.filter(pl.col("scope") == "source").height > 5
+        assert df.filter(pl.col("scope") == "source")["noise_pct"].null_count() == df.filter(
+            pl.col("scope") == "source").height
+        if by == "ncu,source":  # (the repeat's ncu rows measured their noise)
+            assert df.filter(pl.col("scope") == "ncu")["noise_pct"].null_count() == 0
+    with tracekit.open(planted, read_only=True) as tk, pytest.warns(CaptureWarning) as caught:
+        df = tk.compare(vs, [run], by="source", repeats=[again])
+    assert [str(w.message) for w in caught].count(f"compare --by source: {lacking}") == 1
+    assert df.filter(~pl.col("repeat")).height > 5 and df.filter(pl.col("repeat")).is_empty()
     out = tmp_path / "r.html"
-    rc, _, _ = _cli(capsys, "--db", str(planted), "report", "--run", str(run), "--vs", str(vs), "-o", str(out))
-    html = out.read_text()
-    section = html[html.index('<section id="diff-source">'):]
-    assert rc == 0 and "Not compared line by line: diff: --repeat " in section[:section.index("</p>")]
+    rc, _, _ = _cli(capsys, "--db", str(planted), "report", "--run", run, "--vs", vs, "-o", str(out))
+    section = out.read_text().split('<section id="diff-source">')[1].split("</section>")[0]
+    assert rc == 0 and f"{lacking[0].upper()}{lacking[1:]}." in section and "ncu_shapes.py:41" in section
+    with duckdb.connect(str(planted)) as con:  # (the repeat sweep without lines at any point)
+        con.execute("DELETE FROM ncu_source WHERE run_id IN (SELECT run_id FROM runs WHERE name LIKE '20261206T1909_%' "
+                    "AND name < '20261206T190950')")
+    with tracekit.open(planted, read_only=True) as tk, pytest.warns(CaptureWarning) as caught:
+        df = tk.diff(ids["base"], ids["slow"], by="source")
+    said = [str(w.message) for w in caught if str(w.message).startswith("diff --by source: a repeat of the base: ")]
+    assert len(said) == 1 and f"no point of sweep {ids['base']} and sweep {ids['again']} has source lines" in said[0], said
+    assert df.height > 10 and df["noise_pct"].null_count() == df.height
+    with duckdb.connect(str(planted)) as con:  # (the base without lines: the question asked of it)
+        con.execute(f"DELETE FROM ncu_source WHERE run_id = {vs}")
+    rc, out, err = _cli(capsys, "--db", str(planted), "diff", vs, run, "--by", "source")
+    assert rc == 2 and out == "" and err.startswith(f"tracekit: error: --by source: run {vs} (") and \
+        "has no source lines" in err and "--repeat" not in err, err

@@ -10,7 +10,8 @@ instead of assuming it: per key and metric, the largest change of any repeat aga
 base, to the far end of its interval (``noise_pct``; ``_held_by_the_repeats``); a run's change
 no larger than that is not judged a change ("within
 the repeats' noise"), whatever diff's rules made of it. The repeats are columns of their
-own, and ``--gate`` does not count them.
+own, and ``--gate`` does not count them. A repeat without source lines to compare (``--by
+source``) measures no line's noise: a warning says so, and the lines are judged without it.
 
 Multi-rank jobs compare the same way (``jobs=True``, ``compare --jobs``, ``diff --jobs
 --repeat``): each job against the base job by ``tracekit.job_diff``'s rules, a job's rows
@@ -160,6 +161,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 raise ParamError(f"{command}: {(base, *runs)[i]!r} is {said[i]}, {again}; name each {what} once")
         frames, longs = [], []
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
+            unlined = ""  # (a repeat without source lines to compare)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
@@ -169,6 +171,17 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 else:
                     try:
                         df = as_command(command, _diff.diff, tk, refs[0], ref, by, threshold_pct)
+                    except _diff.NoSourceLines as err:
+                        if i >= n_repeats or err.side == 0:  # (the base's lines, or a run's: the question asked)
+                            raise _said_as_given(err, command, sides, None) from None
+                        # a repeat without source lines measures no line's noise: the others' judge them
+                        unlined = (f"{command} --by source: a repeat of the base: "
+                                   + str(_said_as_given(err, command, sides, None)).removeprefix("--by source: ")
+                                   .partition("; ")[0] + ": the lines are judged without its noise")
+                        caught.clear()  # (the comparison without the lines says them again)
+                        others = [s for s in _diff.scopes_asked(by, _diff.SCOPES) if s != "source"]
+                        df = as_command(command, _diff.diff, tk, refs[0], ref, others, threshold_pct) if others \
+                            else pl.DataFrame(schema=_diff.SCHEMA)
                     except TracekitError as err:
                         raise _said_as_given(err, command, sides, label if i < n_repeats else None) from None
             # what diff says of a pair names the run where it is one of several (a repeat's
@@ -180,6 +193,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                     text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "
                             f"{text.removeprefix('diff --jobs: ').removeprefix('diff: ')}")
                 warn_from_caller(text, w.category, at=(w.filename, w.lineno))
+            if unlined:  # (after what its comparison said)
+                warn_from_caller(unlined)
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
     if jobs and n_repeats:

@@ -361,6 +361,16 @@ def _sql(name: str) -> str:
 # -- what is compared -------------------------------------------------------------
 
 
+class NoSourceLines(QueryError):
+    """``--by source`` of a side whose reports hold no source lines of kernel launches to
+    compare; ``side``: 0 the base's, 1 the other's (a repeat's is left out of the lines'
+    noise, ``compare``)."""
+
+    def __init__(self, message: str, side: int = 0) -> None:
+        super().__init__(message)
+        self.side = side
+
+
 @dataclass
 class Side:
     """One side of a diff: a run (with the sweep it belongs to, if any) or a sweep."""
@@ -1970,10 +1980,10 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
     df = con.sql(_sql("source_lines"), params=params).pl()
     for side, label in enumerate(labels):
         if df.filter(pl.col("side") == side).is_empty():
-            raise QueryError(f"--by source: {label} has no source lines of kernel launches to compare; profile with "
-                             "ncu --section SourceCounters (or --set full) and ingest the .ncu-rep (Triton kernels "
-                             "have lines, CUDA needs nvcc -lineinfo; a range's or a graph's instructions are not "
-                             "compared by line)")
+            raise NoSourceLines(f"--by source: {label} has no source lines of kernel launches to compare; profile "
+                                "with ncu --section SourceCounters (or --set full) and ingest the .ncu-rep (Triton "
+                                "kernels have lines, CUDA needs nvcc -lineinfo; a range's or a graph's instructions "
+                                "are not compared by line)", side)
     gb, gn = _ncu_groups(launches, 0), _ncu_groups(launches, 1)
     texts: tuple[dict, dict] = ({}, {})
     for side, file, text in con.execute(
@@ -2621,10 +2631,10 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, poi
         elif scope == "source":
             try:
                 rows += _source_scope(con, params, threshold, (sb.label, sn.label), launches, point, uncompared)
-            except QueryError as err:
+            except NoSourceLines as err:
                 if unlined is None:
                     raise
-                unlined.append(str(err))  # ('run 3 (...) has no source lines ...'; said without how to get them)
+                unlined.append(err)  # ('run 3 (...) has no source lines ...'; said without how to get them)
                 uncompared.append(f"{point}: {str(err).removeprefix('--by source: ').partition('; ')[0]}")
         elif scope == "bench":
             rows += _bench_scope(con, params, threshold)
@@ -2775,15 +2785,16 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
     rows: list[_Row] = []
     if pairs:  # two sweeps: point by point
-        unlined: list[str] = []  # (the errors of the points whose reports hold no source lines to compare)
+        unlined: list[NoSourceLines] = []  # (the errors of the points whose reports hold no source lines to compare)
         uncompared: list[str] = []  # (the points and kernels whose lines are not compared, said once)
         for point, (pb, pn) in pairs.items():
             for r in _pair_rows(con, pb, pn, run_scopes, threshold, point, unlined, uncompared):
                 r.key = f"{point}: {r.key}"
                 rows.append(r)
-        if unlined and len(unlined) == len(pairs):
-            raise QueryError(f"--by source: no point of {sb.label} and {sn.label} has source lines to compare; "
-                             f"at {next(iter(pairs))}: {unlined[0].removeprefix('--by source: ')}")
+        if unlined and len(unlined) == len(pairs):  # (the base's where it lacks them at every point)
+            raise NoSourceLines(f"--by source: no point of {sb.label} and {sn.label} has source lines to compare; "
+                                f"at {next(iter(pairs))}: {str(unlined[0]).removeprefix('--by source: ')}",
+                                max(err.side for err in unlined))
         if uncompared:
             warnings.warn(CaptureWarning(_not_compared(uncompared)), stacklevel=4)
     elif run_scopes:

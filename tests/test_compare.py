@@ -376,6 +376,45 @@ def test_a_repeat_holds_a_kernel_that_moved_between_processes(python_captures, c
     capsys.readouterr()
 
 
+def test_a_repeat_without_a_scope_leaves_its_rows_without_its_noise(python_captures, tmp_path, capsys):
+    """hstu_capture_nsys, the pipeline captured without Python sampling, as a repeat of
+    hstu_capture_python against _again: it measures the noise of the scopes it has, and the
+    python rows are judged without it, said once, naming what it lacks; asked ``--by python``
+    alone, it measures nothing, said the same way, and the rows are those of the diff without
+    repeats. A run compared that lacks a scope asked is still an error."""
+    db = tmp_path / "p.duckdb"
+    shutil.copy(python_captures, db)
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "hstu_capture_nsys", name="no_python")
+    base, new = "hstu_capture_python", "hstu_capture_python_again"
+    lacks = ("no_python (a repeat of the base) [nsys,timing without Python sample trace] has no python scope: the "
+             "python rows are judged without its noise")
+    with tracekit.open(db, read_only=True) as tk:
+        with pytest.warns(CaptureWarning) as caught:
+            df = tk.diff(base, new, repeats=["no_python"])
+        assert [str(w.message) for w in caught if "scope:" in str(w.message)] == [f"diff: {lacks}"]
+        py = df.filter(pl.col("scope") == "python")
+        assert py.height > 50 and py["noise_pct"].null_count() == py.height
+        assert df.filter(pl.col("scope") == "kernel")["noise_pct"].drop_nulls().len() > 20
+        with pytest.warns(CaptureWarning) as caught:
+            got = tk.diff(base, new, by="python", repeats=["no_python"])
+        assert [str(w.message) for w in caught if "scope:" in str(w.message)] == [f"diff: {lacks}"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CaptureWarning)
+            alone = tk.diff(base, new, by="python")
+        assert got.drop("noise_pct").equals(alone) and got["noise_pct"].null_count() == got.height
+        with pytest.warns(CaptureWarning) as caught:
+            both = tk.compare(base, ["hstu_capture_python_again2", new], by=["kernel", "python"], repeats=["no_python"])
+        assert [str(w.message) for w in caught if "scope:" in str(w.message)] == [f"compare: {lacks}"]
+        assert set(both.filter(pl.col("repeat"))["scope"]) == {"kernel"}
+    capsys.readouterr()
+    assert main(["--db", str(db), "diff", base, new, "--repeat", "no_python", "--by", "python,kernel", "-f", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count(f"tracekit: warning: diff: {lacks}\n") == 1 and pl.read_csv(io.StringIO(out))["scope"].unique().len() == 2
+    assert main(["--db", str(db), "diff", base, "no_python", "--by", "python", "--no-repeats"]) == 2
+    assert "--by python: run " in capsys.readouterr().err
+
+
 def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, tmp_path, capsys, monkeypatch):
     """`diff BASE NEW --repeat R`: diff's rows and order, each verdict and note as
     `compare BASE NEW --repeat R` gives them for NEW, and noise_pct. base_c's kernel time in

@@ -10,8 +10,9 @@ instead of assuming it: per key and metric, the largest change of any repeat aga
 base, to the far end of its interval (``noise_pct``; ``_held_by_the_repeats``); a run's change
 no larger than that is not judged a change ("within
 the repeats' noise"), whatever diff's rules made of it. The repeats are columns of their
-own, and ``--gate`` does not count them. A repeat without source lines to compare (``--by
-source``) measures no line's noise: a warning says so, and the lines are judged without it.
+own, and ``--gate`` does not count them. A repeat measures the noise of the scopes it has: the
+rows of a scope it lacks (one captured without Python samples; without source lines, ``--by
+source``) are judged without it, said in a warning.
 
 Multi-rank jobs compare the same way (``jobs=True``, ``compare --jobs``, ``diff --jobs
 --repeat``): each job against the base job by ``tracekit.job_diff``'s rules, a job's rows
@@ -137,6 +138,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         raise ParamError(f"{command}: give at least one {what} to compare with the base (besides its repeats)")
     for ref in (base, *runs):
         expect(ref, (str, int, os.PathLike), f"{command}: a {what}")
+    if not jobs:  # (a --by that names no scope: before any file is ingested)
+        _diff.scopes_asked(by, _diff.SCOPES)
     # (files and folders as given; a job's folder stands for its exports)
     if jobs:
         given = [str(r).strip() if job_diff.is_job_folder(r) else None for r in (base, *runs)]
@@ -160,8 +163,11 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 again = "the base" if ref == refs[0] else "given twice"
                 raise ParamError(f"{command}: {(base, *runs)[i]!r} is {said[i]}, {again}; name each {what} once")
         frames, longs = [], []
+        wanted: set[str] = set()  # (the scopes the runs are compared in: a repeat's noise, where it has them)
+        for ref in refs[1 + n_repeats:] if n_repeats and not jobs else []:
+            wanted.update((_diff.measured_scopes(tk, refs[0], ref, by) or ([],))[0])
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
-            unlined = ""  # (a repeat without source lines to compare)
+            lacks = ""  # (what a repeat cannot measure the noise of, said after its comparison's own warnings)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
@@ -169,19 +175,25 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                                           None, "repeat" if i < n_repeats else "new")
                     longs.append(long)
                 else:
+                    # a repeat measures the noise of the scopes it has: the others' rows are judged without it
+                    scopes = by
+                    got = _diff.measured_scopes(tk, refs[0], ref, by, wanted) if i < n_repeats else None
+                    if got is not None and got[1]:
+                        scopes = got[0] if _diff.scopes_asked(by, _diff.SCOPES) else by
+                        lacks = (f"{command}: {label} (a repeat of the base) [{got[2]}] has no "
+                                 f"{' or '.join(got[1])} scope: the {' and '.join(got[1])} rows are judged without "
+                                 "its noise")
                     try:
-                        df = as_command(command, _diff.diff, tk, refs[0], ref, by, threshold_pct)
+                        df = _repeat_or_run(command, tk, refs[0], ref, scopes, threshold_pct)
                     except _diff.NoSourceLines as err:
                         if i >= n_repeats or err.side == 0:  # (the base's lines, or a run's: the question asked)
                             raise _said_as_given(err, command, sides, None) from None
-                        # a repeat without source lines measures no line's noise: the others' judge them
-                        unlined = (f"{command} --by source: a repeat of the base: "
-                                   + str(_said_as_given(err, command, sides, None)).removeprefix("--by source: ")
-                                   .partition("; ")[0] + ": the lines are judged without its noise")
+                        lacks = (f"{command} --by source: a repeat of the base: "
+                                 + str(_said_as_given(err, command, sides, None)).removeprefix("--by source: ")
+                                 .partition("; ")[0] + ": the lines are judged without its noise")
                         caught.clear()  # (the comparison without the lines says them again)
-                        others = [s for s in _diff.scopes_asked(by, _diff.SCOPES) if s != "source"]
-                        df = as_command(command, _diff.diff, tk, refs[0], ref, others, threshold_pct) if others \
-                            else pl.DataFrame(schema=_diff.SCHEMA)
+                        others = [s for s in _diff.scopes_asked(scopes, _diff.SCOPES) if s != "source"]
+                        df = _repeat_or_run(command, tk, refs[0], ref, others, threshold_pct)
                     except TracekitError as err:
                         raise _said_as_given(err, command, sides, label if i < n_repeats else None) from None
             # what diff says of a pair names the run where it is one of several (a repeat's
@@ -193,14 +205,24 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                     text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "
                             f"{text.removeprefix('diff --jobs: ').removeprefix('diff: ')}")
                 warn_from_caller(text, w.category, at=(w.filename, w.lineno))
-            if unlined:  # (after what its comparison said)
-                warn_from_caller(unlined)
+            if lacks:
+                warn_from_caller(lacks)
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
     if jobs and n_repeats:
         held, ranks = _jobs_held(frames, longs, labels, n_repeats)
         return pl.concat(held), labels, ranks
     return _held_by_the_repeats(pl.concat(frames)), labels, None
+
+
+def _repeat_or_run(command: str, tk, base: str, ref: str, scopes, threshold_pct: float) -> pl.DataFrame:
+    """``diff`` of one comparison in ``scopes`` (as ``by``, checked by the caller; an empty
+    list: a repeat that has none of the scopes asked, which measures nothing: no row)."""
+    from . import diff as _diff
+
+    if isinstance(scopes, list) and not scopes:
+        return pl.DataFrame(schema=_diff.SCHEMA)
+    return as_command(command, _diff.diff, tk, base, ref, scopes, threshold_pct)
 
 
 def _said_as_given(err, command: str, sides: list, repeat: str | None):

@@ -2702,6 +2702,28 @@ def stand_in(tk, base: Any, new: Any, by: list[str] | str | None = None) -> str 
     return f"{' and '.join(runs)} in the sweep scope (compared point by point)" if runs else None
 
 
+def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
+                    wanted: set[str] | frozenset[str] = frozenset()) -> tuple[list[str], list[str], str] | None:
+    """The scopes ``diff(tk, base, new, by)`` compares where ``by`` is cut to the scopes both
+    sides have (None: every scope both have, those compared only when asked left out), in
+    ``SCOPES``' order; those of ``wanted`` it lacks (the scopes compared with another run,
+    which a repeat of the base, ``new``, measures the noise of: ``compare``); and ``new``'s kinds
+    of run, what it did not trace among them (diff's words). None where the two cannot be
+    compared at all (diff says why)."""
+    with warnings.catch_warnings():  # (what resolving them says, the comparison says)
+        warnings.simplefilter("ignore", CaptureWarning)
+        try:
+            sb, sn = _as_compared(tk.con, resolve(tk, base), resolve(tk, new))
+            asked = scopes_asked(by, SCOPES)
+            both = sb.scopes() & sn.scopes()
+            scopes = [] if asked and not both & set(asked) else _scopes(sb, sn, [s for s in asked if s in both])
+            scopes = _not_one_sweep(sb, sn, scopes, bool(asked)) if scopes else []
+        except QueryError:
+            return None
+    lacking = [s for s in SCOPES if s in wanted and s not in scopes]
+    return scopes, lacking, _kinds(sn, lacking[0] if lacking else None)
+
+
 def _why_absent(con, side: Side, points: list[str], role: str) -> list[str | None]:
     """Why sweep ``side`` has no run to stand for each of ``points`` (the other sweep's), as a
     sentence where known (``sweep_points.why_absent``), else None: the other sweep has the point

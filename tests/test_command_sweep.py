@@ -466,6 +466,7 @@ def test_points_one_sweep_lacks_are_said_and_the_rest_compared(tmp_path):
             with pytest.warns(tracekit.errors.CaptureWarning) as seen:
                 df = tk.diff(_sweep_id("base"), _sweep_id("again"))
             assert [str(w.message) for w in seen] == [f"diff: {said}: compared at the points both have"]
+            assert [w.filename for w in seen] == [__file__]  # (the line that asked, however deep it was said)
             assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
                                                                 "m=4096,dtype=fp16"}
     # a point both lack (neither sweep's run there ingested): said of each, not left out

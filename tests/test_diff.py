@@ -1196,8 +1196,10 @@ def test_a_path_that_holds_nothing_to_ingest_does_not_hide_the_run_of_its_name(t
     (tmp_path / "half").write_text("")
     before = db.read_bytes()
     with tracekit.open(db) as tk:
-        with pytest.warns(CaptureWarning, match=r"'base' is a path here that holds nothing to ingest: run 1 'base'"):
+        with pytest.warns(CaptureWarning, match=r"'base' is a path here that holds nothing to ingest: run 1 'base'") \
+                as seen:
             df = tk.diff("base", "half")
+        assert {w.filename for w in seen} == {__file__}  # (each side's said at the line that asked)
         assert df.filter(pl.col("verdict") == "regressed").height > 0  # (base against half_sms)
     assert cli_main(["--db", str(db), "diff", "base", "base", "-f", "csv"]) == 0
     err = capsys.readouterr().err

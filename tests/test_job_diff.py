@@ -1135,8 +1135,10 @@ def test_ranks_on_another_device_leave_no_device_removed(tmp_path):
 
 
 def test_two_ranks_of_one_job_warn_that_the_job_is_compared_with_itself(tk):
-    with pytest.warns(CaptureWarning, match=r"^diff --jobs: 1 and 2 name one job \(.*\): it is compared with itself"):
+    with pytest.warns(CaptureWarning, match=r"^diff --jobs: 1 and 2 name one job \(.*\): it is compared with itself") \
+            as seen:
         df = tk.diff_jobs("1", "2")
+    assert [w.filename for w in seen] == [__file__]  # (the line that asked)
     assert set(df["verdict"]) == {"unchanged"}
 
 

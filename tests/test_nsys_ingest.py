@@ -422,6 +422,7 @@ def test_a_capture_window_that_missed_the_gpu_work_ingests_with_a_warning(tmp_pa
             warnings.simplefilter("always")
             tk.ingest(NSYS_EXPORTS["window_missed"], name="missed")
         said = [str(w.message) for w in seen if issubclass(w.category, CaptureWarning)]
+        assert [w.filename for w in seen if issubclass(w.category, CaptureWarning)] == [__file__]  # (the line that asked)
         assert len(said) == 1 and said[0].startswith(
             f"{NSYS_EXPORTS['window_missed']}: nsys traced CUDA but recorded no CUDA event (no API call, kernel or "
             "copy): the capture's window (nsys --delay, --duration, --capture-range) held none"), said
@@ -437,6 +438,7 @@ def test_a_capture_window_that_missed_the_gpu_work_ingests_with_a_warning(tmp_pa
         warnings.simplefilter("always")
         assert all(o.error is None for o in parallel.ingest_many(tk, [NSYS_EXPORTS[s] for s in scens], workers=2))
     assert [str(w.message)[:90] for w in seen if issubclass(w.category, CaptureWarning)] == [said[0][:90]]
+    assert [w.filename for w in seen if issubclass(w.category, CaptureWarning)] == [__file__]  # (said in a thread)
 
 
 def test_bad_input_errors_leave_the_store_unchanged(tmp_path, plain_export):

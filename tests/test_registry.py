@@ -306,6 +306,11 @@ def test_kernel_queries_of_whole_graph_launches_say_what_they_leave_out(nsys_db,
         with pytest.warns(CaptureWarning, match=said) as seen:
             nsys_db.query(name, run="graphs_graph")
         assert len(seen) == 1 and seen[0].filename == __file__  # (the line that asked)
+    with warnings.catch_warnings(record=True) as seen:  # (Python's default: once a line, as a warning of its own)
+        warnings.simplefilter("default")
+        for _ in range(2):
+            nsys_db.query("top-kernels", run="graphs_graph")
+    assert [w.lineno for w in seen] == [seen[0].lineno] and seen[0].filename == __file__
     # a window asked of gpu-trace: the launches in it (ending after its start, starting before its end)
     spans = nsys_db.sql("SELECT start_ns, end_ns FROM graph_execs JOIN runs USING (run_id) "
                         "WHERE name = 'graphs_graph' ORDER BY start_ns").rows()

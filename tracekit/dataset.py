@@ -35,13 +35,20 @@ import contextlib
 import os
 import shutil
 import tempfile
-import warnings
 from functools import lru_cache
 from pathlib import Path
 
 import duckdb
 
-from .errors import CaptureWarning, InputError, Interrupted, OutputError, TracekitError, expect
+from .errors import (
+    CaptureWarning,
+    InputError,
+    Interrupted,
+    OutputError,
+    TracekitError,
+    expect,
+    warn_from_caller,
+)
 from .interrupts import SigintWatch, interruptible
 from .names import asked_run_name
 from .store import (
@@ -629,11 +636,11 @@ class DatasetDestination:
             found, earlier = place_folder(str(Path(part.source).resolve()), {h: held[h] for h in hashes})
             if found is None and earlier:
                 found = earlier[0]
-                warnings.warn(CaptureWarning(
+                warn_from_caller(CaptureWarning(
                     f"{part.source}: holds the capture of run {found.run_id} ({found.name}) and what that run lacks "
                     "(files beside it, its meta.json's parameters); a dataset's runs are not rewritten, so the rest is "
                     "not added (a DuckDB store replaces the run by the folder's: ingest into a store, then export the "
-                    "dataset again)"), stacklevel=2)
+                    "dataset again)"))
         if found is not None:
             part.discard()
             found.digest = part.digest

@@ -253,7 +253,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import CaptureWarning, InputError, ParamError, QueryError, expect
+from .errors import CaptureWarning, InputError, ParamError, QueryError, expect, warn_from_caller
 from .names import ELLIPSIS, RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
 from .registry import NO_CUDA_EVENT, no_cuda_event, untraced
 from .store import CAPTURE_STATUS
@@ -479,9 +479,9 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         # a new run, the command's until it ends (not committed, or removed where it fails): the file names it
         ingested = not res.skipped and tk.provisional
         if namesake is not None and namesake != res.run_id:
-            warnings.warn(CaptureWarning(
+            warn_from_caller(CaptureWarning(
                 f"diff: {text!r} is both a file here and the name of run {namesake} in {tk.path}: the file is "
-                f"compared (write ./{text} for the file, {namesake} for the run)"), stacklevel=3)
+                f"compared (write ./{text} for the file, {namesake} for the run)"))
         ref, text = (text if ingested else str(res.run_id)), str(res.run_id)
         own = True
     else:
@@ -512,8 +512,8 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
                          "to be ingested)")
     if idle is not None:
         what = f"run {side.run_id}" if side.run_id is not None else "sweep"
-        warnings.warn(CaptureWarning(f"diff: {text!r} is a path here that holds nothing to ingest: {what} "
-                                     f"{text!r} of {tk.path} is compared"), stacklevel=3)
+        warn_from_caller(CaptureWarning(f"diff: {text!r} is a path here that holds nothing to ingest: {what} "
+                                        f"{text!r} of {tk.path} is compared"))
     return side
 
 
@@ -1473,10 +1473,10 @@ def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame
                                          params).fetchall()}
     if len(sampled) == 1 and params["base"] != params["new"]:
         which = labels[0] if params["base"] in sampled else labels[1]
-        warnings.warn(CaptureWarning(
+        warn_from_caller(CaptureWarning(
             f"diff: only {which} sampled the GPU's counters (nsys --gpu-metrics-devices): the GPU times that "
             "changed are judged without the SM clock; capture both with them (tracekit capture --gpu-metrics) "
-            "to tell the clock from the code"), stacklevel=6)
+            "to tell the clock from the code"))
     if len(sampled) < (1 if params["base"] == params["new"] else 2):
         return
     counted = {r.key for r in rows if r.scope == "kernel" and r.metric == "instances" and r.verdict == "unchanged"}
@@ -2148,7 +2148,7 @@ def _source_scope(con, params: dict, threshold: float, labels: tuple[str, str],
                                        f"{MATERIAL_LINE_PCT:g}% of the kernel's {_human('duration_ns', shorter)}",
                            tail)
     if warn and uncompared:  # (the caller of Tracekit.diff: past _pair_rows, diff and the store's lock)
-        warnings.warn(CaptureWarning(_not_compared(uncompared)), stacklevel=6)
+        warn_from_caller(CaptureWarning(_not_compared(uncompared)))
     return rows
 
 
@@ -2754,7 +2754,7 @@ def _paired_points(con, sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
         raise QueryError(f"diff: {sb.label} and {sn.label} share no point ({'; '.join(alone)}); "
                          "compare two sweeps of one grid, or two of their runs")
     if alone:
-        warnings.warn(CaptureWarning(f"diff: {'; '.join(alone)}: compared at the points both have"), stacklevel=4)
+        warn_from_caller(CaptureWarning(f"diff: {'; '.join(alone)}: compared at the points both have"))
     return both
 
 
@@ -2778,20 +2778,20 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     if sb.run_id is not None and sb.run_id == sn.run_id and str(base).strip() != str(new).strip():
         # (a run folder already in the store is that run; the same text twice is asked on purpose,
         # and each row's note says identical: as diff --jobs says of a job)
-        warnings.warn(CaptureWarning(f"diff: {base} and {new} name one run ({sb.label}): it is compared with "
-                                     "itself; name two runs (tracekit runs)"), stacklevel=4)
+        warn_from_caller(CaptureWarning(f"diff: {base} and {new} name one run ({sb.label}): it is compared with "
+                                        "itself; name two runs (tracekit runs)"))
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
     for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
         if side.status not in (None, "ok"):
             why = f" ({side.error})" if side.error else ""
-            warnings.warn(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
-                                         "its numbers may be partial"), stacklevel=4)
+            warn_from_caller(CaptureWarning(f"diff: {side.label}: the capture's status is {side.status!r}{why}; "
+                                            "its numbers may be partial"))
         if (side.run_id is not None and not side.pending and "nsys" in side.kinds and "CUDA" not in side.untraced
                 and reads_cuda(scopes) and no_cuda_event(tk, side.run_id)):
             # (its kernels would read as removed, or added, by the program: the capture missed them)
-            warnings.warn(CaptureWarning(f"diff: {side.label} {NO_CUDA_EVENT}; its kernels, CUDA API calls, copies "
-                                         "and GPU time are compared as none"), stacklevel=4)
+            warn_from_caller(CaptureWarning(f"diff: {side.label} {NO_CUDA_EVENT}; its kernels, CUDA API calls, copies "
+                                            "and GPU time are compared as none"))
     con = tk.con
     # two sweeps, or two runs that name their sweeps compared in the sweep scope alone: the sweeps
     # are compared point by point, and the points' own bs and nc are not a difference of setup
@@ -2804,7 +2804,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         pb, pn = next(iter(pairs.values()))
         differs += [d for d in setup_differences(con, pb, pn) if d.startswith("program ") and d not in differs]
     if differs:
-        warnings.warn(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"), stacklevel=4)
+        warn_from_caller(CaptureWarning(f"diff: the captures differ in setup: {'; '.join(differs)}"))
     rows: list[_Row] = []
     if pairs:  # two sweeps: point by point
         unlined: list[NoSourceLines] = []  # (the errors of the points whose reports hold no source lines to compare)
@@ -2818,7 +2818,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                                 f"at {next(iter(pairs))}: {str(unlined[0]).removeprefix('--by source: ')}",
                                 max(err.side for err in unlined))
         if uncompared:
-            warnings.warn(CaptureWarning(_not_compared(uncompared)), stacklevel=4)
+            warn_from_caller(CaptureWarning(_not_compared(uncompared)))
     elif run_scopes:
         rows += _pair_rows(con, sb, sn, run_scopes, threshold)
     if "sweep" in scopes:

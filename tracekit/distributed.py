@@ -35,7 +35,14 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from .errors import CaptureWarning, Interrupted, ParamError, TracekitError, missing
+from .errors import (
+    CaptureWarning,
+    Interrupted,
+    ParamError,
+    TracekitError,
+    missing,
+    warn_from_caller,
+)
 from .parallel import Outcome, check_one_run, error_line
 
 #: The environment variable naming an existing scheduler (as ``nsys recipe --mode dask-futures``).
@@ -266,7 +273,7 @@ def _through_dask(tk, files: list[Path], address: str | None, workers: int | Non
             while nxt in done:
                 staged, said, err = done.pop(nxt)
                 for text in said:  # (what the worker said of the file, said here as it lands)
-                    warnings.warn(CaptureWarning(text), stacklevel=2)
+                    warn_from_caller(CaptureWarning(text))
                 report(nxt, _land(dest, str(files[nxt]), staged, err))
                 nxt += 1
             if futures and not state["running"].has_ready() and not _next_within(futures, PAUSE_AFTER_S):

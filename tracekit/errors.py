@@ -104,23 +104,54 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWarning,
                      at: tuple[str, int] | None = None) -> None:
-    """Warn ``message`` at the line that called into tracekit (the first frame outside this
-    package), not inside it: for a warning caught on its way out and passed on (by
-    ``compare``, a report, the threads of ``diff --jobs``), whose own location lies at whatever
-    depth of tracekit made it (a ``Warning`` given is of its own category, as ``warnings`` takes
-    it). ``at``: the file and line it was given, kept where they lie outside tracekit (another
-    library's warning, or one already at the caller's line). Shown each time, as a warning
-    passed on always was."""
+    """Warn ``message`` at the line that called into tracekit, as ``warnings.warn`` does at
+    that frame (shown once per text and line under Python's default filters): the frame that
+    called tracekit's outermost frame, whatever lies between (another module's code that
+    tracekit called, a context manager's, that called tracekit back), so that no warning names
+    a line inside the package, however deep it is made or passed on (``compare``, a report,
+    the threads of ``diff --jobs`` pass on what they catch). A ``Warning`` given is of its own
+    category, as ``warnings`` takes it. ``at``: the file and line a warning caught was given,
+    kept where they lie outside tracekit (another library's warning, or one already at the
+    caller's line). In a thread tracekit started (files ingested at once), the line of the
+    main thread's that called tracekit, which waits on the thread."""
     import sys
+    import threading
     import warnings
 
     if at is not None and not at[0].startswith(_PACKAGE):
         warnings.warn_explicit(message, category, *at)
         return
-    frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame = frame.f_back
-    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno)
+    caller = _caller(sys._getframe(1))
+    if caller.f_code.co_filename in _thread_starts() and threading.current_thread() is not threading.main_thread():
+        main = sys._current_frames().get(threading.main_thread().ident)
+        waiting = _caller(main) if main is not None else None
+        if waiting is not None and waiting is not main:  # (the main thread is in tracekit: its caller)
+            caller = waiting
+    names = caller.f_globals
+    warnings.warn_explicit(message, category, caller.f_code.co_filename, caller.f_lineno,
+                           module=names.get("__name__"), registry=names.setdefault("__warningregistry__", {}),
+                           module_globals=names)
+
+
+def _caller(frame):
+    """The frame that called tracekit's outermost frame of ``frame``'s stack (``frame`` itself
+    where none of it is tracekit's; the outermost where nothing called it)."""
+    outermost = None
+    at = frame
+    while at is not None:
+        if at.f_code.co_filename.startswith(_PACKAGE):
+            outermost = at
+        at = at.f_back
+    return frame if outermost is None else (outermost.f_back or outermost)
+
+
+def _thread_starts() -> set[str]:
+    """The files of the frames a thread starts in: a thread whose outermost tracekit frame
+    one of them called was started by tracekit (its pools)."""
+    import concurrent.futures.thread
+    import threading
+
+    return {threading.__file__, concurrent.futures.thread.__file__}
 
 
 def expect(value, types: type | tuple[type, ...], what: str, error: type[TracekitError] = ParamError) -> None:

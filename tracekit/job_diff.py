@@ -191,8 +191,8 @@ def job_of(tk, ref: Any, side: str) -> Job:
             raise InputError(f"diff --jobs: {text}: no nsys export below it ({', '.join(NSYS_SUFFIXES)}, compressed "
                              "or not): nothing to compare; give the folder of a job's exports, any rank's run or a "
                              "job (tracekit query jobs)")
-        warnings.warn(CaptureWarning(f"diff --jobs: {text!r} is a folder here that holds no nsys export: the run or "
-                                     f"job {text!r} of {tk.path} is compared"), stacklevel=4)
+        warn_from_caller(CaptureWarning(f"diff --jobs: {text!r} is a folder here that holds no nsys export: the run or "
+                                        f"job {text!r} of {tk.path} is compared"))
     job = text
     rows = con.execute("SELECT run_id, rank FROM rank_runs WHERE job = ? ORDER BY rank", [job]).fetchall()
     if not rows and "*" in text and not Path(text).is_absolute():
@@ -278,9 +278,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     jn, ranks_n = new if isinstance(new, Job) else job_of(tk, new, "new")
     of_b, of_n = dict(ranks_b), dict(ranks_n)
     if jb == jn and str(base).strip() != str(new).strip():  # (two ranks of one job: the job twice)
-        warnings.warn(CaptureWarning(f"diff --jobs: {base} and {new} name one job ({jb}): it is compared with "
-                                     "itself; name a rank (or the job) of each of two jobs (tracekit query jobs)"),
-                      stacklevel=3)
+        warn_from_caller(CaptureWarning(f"diff --jobs: {base} and {new} name one job ({jb}): it is compared with "
+                                        "itself; name a rank (or the job) of each of two jobs (tracekit query jobs)"))
     shared = sorted(set(of_b) & set(of_n))
     if not shared:
         raise QueryError(f"diff --jobs: the jobs share no rank (base {ranks_text(list(of_b))}, {new_side} "
@@ -289,8 +288,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
         alone = sorted(set(mine) - set(other))
         if alone:
             side = "base" if mine is of_b else new_side
-            warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
-                                         f"other: {_left_out(new_side, side, len(alone), alone=True)}"), stacklevel=3)
+            warn_from_caller(CaptureWarning(f"diff --jobs: {ranks_text(alone)} of the {side} job ({job}) not in the "
+                                            f"other: {_left_out(new_side, side, len(alone), alone=True)}"))
     pairs = [(k, of_b[k], of_n[k]) for k in shared]
     if _diff.reads_cuda(asked or _diff.NSYS_SCOPES):  # (where diff says a rank's capture missed them)
         pairs = _without_missed_work(tk, pairs, jb, jn, new_side)
@@ -351,15 +350,13 @@ def _without_missed_work(tk, pairs: list[tuple[int, int, int]], jb: str, jn: str
                          f"{'those ranks' if many else 'it'} again with a window that holds the GPU work")
     for ranks, side, job in ((one[0], "base", jb), (one[1], new_side, jn)):
         if ranks:
-            warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(ranks)} of the {side} job ({job}) "
-                                         f"{no_cuda_words(many=len(ranks) > 1)}: "
-                                         f"{_left_out(new_side, side, len(ranks), alone=False)}"),
-                          stacklevel=4)
+            warn_from_caller(CaptureWarning(f"diff --jobs: {ranks_text(ranks)} of the {side} job ({job}) "
+                                            f"{no_cuda_words(many=len(ranks) > 1)}: "
+                                            f"{_left_out(new_side, side, len(ranks), alone=False)}"))
     both = sorted(missed[0] & missed[1])
     if both:
-        warnings.warn(CaptureWarning(f"diff --jobs: {ranks_text(both)} of both jobs {no_cuda_words(many=True)}; "
-                                     "their kernels, CUDA API calls, copies and GPU time are compared as none"),
-                      stacklevel=4)
+        warn_from_caller(CaptureWarning(f"diff --jobs: {ranks_text(both)} of both jobs {no_cuda_words(many=True)}; "
+                                        "their kernels, CUDA API calls, copies and GPU time are compared as none"))
     return kept
 
 

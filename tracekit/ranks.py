@@ -187,14 +187,13 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
                 f"{said}, but the export recorded {size}={env[size]}, a job of ranks 0 to {out['world_size'] - 1}; "
                 "give the job's size (--param world_size=N)")
     if renumbered:
-        import warnings
 
-        from .errors import CaptureWarning
+        from .errors import CaptureWarning, warn_from_caller
 
         size_too = (f"; its {size}={env[size]}, of that numbering, is not taken (--param world_size=N gives the "
                     "job's)") if size is not None and "world_size" not in params else ""
-        warnings.warn(CaptureWarning(f"{source}: rank {out['rank']} as given, not {env[recorded]} as the export "
-                                     f"recorded ({recorded}={env[recorded]}){size_too}"), stacklevel=2)
+        warn_from_caller(CaptureWarning(f"{source}: rank {out['rank']} as given, not {env[recorded]} as the export "
+                                        f"recorded ({recorded}={env[recorded]}){size_too}"))
     if "job" not in out:
         job = next((env[k] for k in JOB_ENV if env.get(k) and env[k].strip().lower() not in NO_JOB_IDS), None)
         if job is None and named is not None:

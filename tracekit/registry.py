@@ -50,13 +50,12 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .errors import CaptureWarning, NoneRecorded, ParamError, QueryError, expect
+from .errors import CaptureWarning, NoneRecorded, ParamError, QueryError, expect, warn_from_caller
 from .numbers import INT_RANGE, whole_number
 
 if TYPE_CHECKING:
@@ -403,7 +402,7 @@ class Registry:
                          f"capture every rank with {option}{CAPTURE_ADVICE.get(what, '')}{retell(told, many=many)}")
 
     @staticmethod
-    def note_whole_graphs(tk, q: Query, bound: dict[str, Any], stacklevel: int = 3) -> None:
+    def note_whole_graphs(tk, q: Query, bound: dict[str, Any]) -> None:
         """A ``CaptureWarning`` where ``q``, a query about kernels (``@traced kernels``,
         without ``graph_execs``), answered of runs (the run, its job's ranks, or every run)
         that launched CUDA graphs traced whole: nsys records such a launch as one op
@@ -430,14 +429,13 @@ class Registry:
         made = f"{launches:,} launch{'es' if launches > 1 else ''} of {graphs:,} CUDA graph{'s' if graphs > 1 else ''}"
         if any(v is not None for v in window.values()):
             made += " in the window asked"
-        warnings.warn(CaptureWarning(
+        warn_from_caller(CaptureWarning(
             f"{who} made {made} traced whole (nsys --cuda-graph-trace=graph), {gpu_ns / 1e6:,.3f} ms on the GPU: "
             "nsys did not trace the kernels they ran apiece, so kernel times and counts leave them out (GPU busy "
-            "time counts them: gpu-utilization); capture with --cuda-graph-trace=node to see them"),
-            stacklevel=stacklevel)
+            "time counts them: gpu-utilization); capture with --cuda-graph-trace=node to see them"))
 
     @staticmethod
-    def note_points_left_out(tk, q: Query, bound: dict[str, Any], stacklevel: int = 3) -> None:
+    def note_points_left_out(tk, q: Query, bound: dict[str, Any]) -> None:
         """A ``CaptureWarning`` where ``q``, a query of one sweep's points, answered of a sweep
         with points that have no ok run in the store, where the sweep's manifest or its runs
         say why (``sweep_points.left_out``): a failed capture (a batch too large for the GPU's
@@ -451,12 +449,12 @@ class Registry:
         total, lines = left_out(tk.con, sweep)
         if lines:
             n = len(lines)
-            warnings.warn(CaptureWarning(  # (one text for every query of the sweep: a report says it once)
+            warn_from_caller(CaptureWarning(  # (one text for every query of the sweep: a report says it once)
                 f"sweep {sweep}: {n} of its {total} points {'has' if n == 1 else 'have'} no ok run in the store, so no "
-                "row: " + "; ".join(lines)), stacklevel=stacklevel)
+                "row: " + "; ".join(lines)))
 
     @staticmethod
-    def note_latency_under_ncu(tk, q: Query, bound: dict[str, Any], stacklevel: int = 3) -> None:
+    def note_latency_under_ncu(tk, q: Query, bound: dict[str, Any]) -> None:
         """A ``CaptureWarning`` where ``q``, a query of timed requests (``SWEEP_TIMED``), answered
         of a sweep captured under ncu: ncu serialises the launches and replays each kernel it
         profiles, so the requests' latency is mostly the profiler's (3.5-4.1x the untraced on
@@ -476,10 +474,10 @@ class Registry:
                                   ).fetchall()
         said += (f"; the latest sweep timed untraced: {untraced[0][0]}" if untraced  # (one text for every query)
                  else "; the latency untraced: tracekit sweep --tool none")
-        warnings.warn(CaptureWarning(said), stacklevel=stacklevel)
+        warn_from_caller(CaptureWarning(said))
 
     @staticmethod
-    def note_none_happened(tk, q: Query, bound: dict[str, Any], rows: int, stacklevel: int = 3) -> None:
+    def note_none_happened(tk, q: Query, bound: dict[str, Any], rows: int) -> None:
         """A ``NoneRecorded`` warning where ``q``, asked of one run, reads events the run's
         capture traced and recorded none of (``none_recorded``)."""
         run_id = bound.get("run")
@@ -490,13 +488,13 @@ class Registry:
             if missed:
                 ranks, runs = _listed([str(k) for _, k in missed]), _listed([str(r) for r, _ in missed])
                 many = len(missed) > 1
-                warnings.warn(NoneRecorded(
+                warn_from_caller(NoneRecorded(
                     f"run {run_id} ({_run_name(tk, run_id)}): {'ranks' if many else 'rank'} {ranks} of its job "
-                    f"({'runs' if many else 'run'} {runs}) {no_cuda_words(many)}"), stacklevel=stacklevel)
+                    f"({'runs' if many else 'run'} {runs}) {no_cuda_words(many)}"))
             return
         text = none_recorded(tk, run_id, q.traced, rows, q.needs)
         if text is not None:
-            warnings.warn(NoneRecorded(f"run {run_id} ({_run_name(tk, run_id)}) {text}"), stacklevel=stacklevel)
+            warn_from_caller(NoneRecorded(f"run {run_id} ({_run_name(tk, run_id)}) {text}"))
 
     def run(self, tk, name: str, /, *, graphs_shown: bool = False, **params: Any) -> pl.DataFrame:
         """The query's result as a Polars DataFrame; a query about kernels of runs that
@@ -512,10 +510,10 @@ class Registry:
         except duckdb.Error as err:
             raise tk.db_error(err, q.name) from err
         if not graphs_shown and "run" in bound:
-            self.note_whole_graphs(tk, q, bound, stacklevel=5)  # (the caller of Tracekit.query)
-        self.note_points_left_out(tk, q, bound, stacklevel=5)
-        self.note_latency_under_ncu(tk, q, bound, stacklevel=5)
-        self.note_none_happened(tk, q, bound, df.height, stacklevel=5)
+            self.note_whole_graphs(tk, q, bound)
+        self.note_points_left_out(tk, q, bound)
+        self.note_latency_under_ncu(tk, q, bound)
+        self.note_none_happened(tk, q, bound, df.height)
         return df
 
     def fetch(self, tk, name: str, /, *, points_said: bool = False, **params: Any) -> Rows:

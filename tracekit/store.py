@@ -1557,9 +1557,7 @@ class Tracekit:
         base's own sweep and the sweeps of the ``compared`` left out. A ``CaptureWarning``
         names them (``said``: the command). Empty for anything else (a run outside any sweep, a
         file, a sweep without repeats). ``quiet``: no warning."""
-        import warnings
-
-        from .errors import CaptureWarning
+        from .errors import CaptureWarning, warn_from_caller
         from .names import RUN_ID
         from .registry import resolve_sweep
 
@@ -1596,9 +1594,9 @@ class Tracekit:
             {"first": first}).fetchall() if s != sweep and s not in others]
         if point is None:
             if group and not quiet:
-                warnings.warn(CaptureWarning(
+                warn_from_caller(CaptureWarning(
                     f"{said}: sweep {text} was taken again (tracekit sweep --repeat): its repeats {', '.join(group)} "
-                    "measure the noise between processes a change must pass, as --repeat gives them"), stacklevel=3)
+                    "measure the noise between processes a change must pass, as --repeat gives them"))
             return group
         run_id, grid, kind = point
         runs = [(s, r) for s in group for (r,) in self.con.execute(  # (a point ingested twice: its latest captured run)
@@ -1606,10 +1604,10 @@ class Tracekit:
             "AND coalesce(json_extract_string(meta, '$.status'), 'ok') = 'ok' "
             "ORDER BY run_captured_us(meta) DESC NULLS LAST, run_id DESC LIMIT 1", [s, grid, kind]).fetchall()]
         if runs and not quiet:
-            warnings.warn(CaptureWarning(
+            warn_from_caller(CaptureWarning(
                 f"{said}: run {run_id} is point {grid} of sweep {sweep}, which was taken again (tracekit sweep "
                 f"--repeat): that point's runs in its repeats ({', '.join(f'run {r} of {s}' for s, r in runs)}) "
-                "measure the noise between processes a change must pass, as --repeat gives them"), stacklevel=3)
+                "measure the noise between processes a change must pass, as --repeat gives them"))
         return [str(r) for _, r in runs]
 
     @one_at_a_time

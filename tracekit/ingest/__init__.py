@@ -221,9 +221,8 @@ def run_folders(paths: list[Path]) -> list[Path]:
     given itself, counts once. Any other path, a folder with no run folder below it included,
     is kept as given: the store says what is wrong with it."""
     import os
-    import warnings
 
-    from ..errors import CaptureWarning
+    from ..errors import CaptureWarning, warn_from_caller
 
     out: list[Path] = []
     met = {os.path.realpath(p) for p in paths}  # (a path given twice stays twice: the same run, said so)
@@ -236,7 +235,7 @@ def run_folders(paths: list[Path]) -> list[Path]:
             if real not in left_out:  # (found again: said once)
                 left_out[real] = _left_nothing(folder)
                 if left_out[real] is not None:
-                    warnings.warn(CaptureWarning(left_out[real]), stacklevel=2)
+                    warn_from_caller(CaptureWarning(left_out[real]))
             if left_out[real] is None:
                 kept.append(folder)
         if not kept:  # (no run folder below it, or only failed ones: the store says so, for it alone)

@@ -89,16 +89,15 @@ def read(path: Path) -> Parsed:
                          f"{', '.join(map(str, sorted(scored)))}; a log is one point: name it after the point it "
                          "ran at, one log a point")
     if odd:  # (said once the log is read: the notebook's pattern passed them over without a word)
-        import warnings
 
-        from ..errors import CaptureWarning
+        from ..errors import CaptureWarning, warn_from_caller
         from ..names import cut_end
 
         number, text = odd[0]
-        warnings.warn(CaptureWarning(
+        warn_from_caller(CaptureWarning(
             f"{path}: {len(odd)} line{'s' if len(odd) > 1 else ''} naming the benchmark's fields but not reading as "
             f"'KV Caches: N, Candidate Embeddings: M, Total time(ms): T' (line {number}: "
-            f"{cut_end(text, 100)!r}): left out"), stacklevel=2)
+            f"{cut_end(text, 100)!r}): left out"))
     names = ("request_idx", "phase", "bs", "nc", "kv_caches", "candidate_embeddings", "latency_ms")
     data = {name: [r[i] for r in rows] for i, name in enumerate(names)}
     for col in ("peak_mem_allocated_mb", "peak_mem_reserved_mb", "model_flop", "attention_flop"):

@@ -13,14 +13,13 @@ NVTX queries are plain aggregations.
 from __future__ import annotations
 
 import functools
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import CaptureWarning, InputError
+from ...errors import CaptureWarning, InputError, warn_from_caller
 from ...registry import TRACED
 from .. import Parsed, sqlite_ints
 from ..arrow import from_numpy, scalar
@@ -125,8 +124,8 @@ def _read(export: Export, path: Path) -> Parsed:
     if plans["gpu_metrics"].raw_columns and not plans["gpu_metric_names"].raw_columns:
         # samples of metrics the export does not name: nothing to read them by
         if "TARGET_INFO_GPU_METRICS" not in tables:
-            warnings.warn(CaptureWarning(f"{path}: GPU_METRICS without TARGET_INFO_GPU_METRICS (the metrics' names); "
-                                         "the GPU's sampled counters left out"), stacklevel=2)
+            warn_from_caller(CaptureWarning(f"{path}: GPU_METRICS without TARGET_INFO_GPU_METRICS (the metrics' "
+                                            "names); the GPU's sampled counters left out"))
         plans["gpu_metrics"] = empty("gpu_metrics", SPECS["gpu_metrics"])
     jobs: dict[str, tuple[str, list[str]]] = {"strings": ("StringIds", ["id", "value"])}
     for alias in enums_joined(plans):
@@ -171,10 +170,10 @@ def _read(export: Export, path: Path) -> Parsed:
         meta["nsys_options"] = options
     raw = export.read(jobs)
     if "Cuda" in events and not any(raw[t].num_rows for t in CUDA_TABLES if t in raw):
-        warnings.warn(CaptureWarning(
+        warn_from_caller(CaptureWarning(
             f"{path}: nsys traced CUDA but recorded no CUDA event (no API call, kernel or copy): the capture's window "
             "(nsys --delay, --duration, --capture-range) held none of the program's GPU work, or the work ran in a "
-            "process nsys did not follow; its kernel and CUDA API questions will answer no row"), stacklevel=2)
+            "process nsys did not follow; its kernel and CUDA API questions will answer no row"))
     stacks = python.read(export, path, raw.get("strings"))
     if stacks is None and "PythonSamples" in events:  # (their frames left out of the export: python.read warned)
         traced.discard("python_samples")

@@ -12,12 +12,11 @@ column and the export version; a table the export lacks is an empty store table.
 from __future__ import annotations
 
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from ...errors import CaptureWarning, InputError
+from ...errors import CaptureWarning, InputError, warn_from_caller
 
 if TYPE_CHECKING:
     from .source import Export
@@ -572,8 +571,8 @@ def plan(export: Export, path: Path, version: str, target: str, spec: TableSpec)
         if missing and fallback is not None and set(fallback.required) <= export.columns(fallback.source):
             return plan(export, path, version, target, fallback)
         if missing and spec.optional:
-            warnings.warn(CaptureWarning(f"{path}: table {export.tables[spec.source]} lacks column {missing[0]} "
-                                         f"(export schema {version}); left out"), stacklevel=2)
+            warn_from_caller(CaptureWarning(f"{path}: table {export.tables[spec.source]} lacks column {missing[0]} "
+                                            f"(export schema {version}); left out"))
             return empty(target, spec)
         if missing:
             raise InputError(

@@ -14,7 +14,6 @@ mark at once (NumPy over the blobs' bytes) into stacks that the marks with the s
 from __future__ import annotations
 
 import html
-import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import CaptureWarning
+from ...errors import CaptureWarning, warn_from_caller
 from .. import sqlite_ints
 from ..arrow import from_numpy
 from .columns import NVTX_MARK
@@ -81,8 +80,8 @@ def read(export: Export, path: Path, strings: pa.Table | None) -> Stacks | None:
     except sqlite_ints.ERRORS:
         layouts = {}
     except (TypeError, ValueError):  # (a schema row with a NULL or text where nsys writes integers)
-        warnings.warn(CaptureWarning(f"{path}: the Python call stacks' payload schemas (NVTX_PAYLOAD_SCHEMAS) "
-                                     "hold values nsys does not write; the Python stacks left out"), stacklevel=3)
+        warn_from_caller(CaptureWarning(f"{path}: the Python call stacks' payload schemas (NVTX_PAYLOAD_SCHEMAS) "
+                                        "hold values nsys does not write; the Python stacks left out"))
         layouts = {}
     domains = {d: kind for d, (kind, _) in layouts.items()}
     if not domains:
@@ -94,10 +93,10 @@ def read(export: Export, path: Path, strings: pa.Table | None) -> Stacks | None:
     if rows.num_rows == 0:
         blobless = export.sq.execute(f'SELECT count(*) FROM "{nvtx}" WHERE {where}').fetchone()[0]
         if blobless:
-            warnings.warn(CaptureWarning(
+            warn_from_caller(CaptureWarning(
                 f"{path}: {blobless:,} Python call stacks without their frames (nsys writes them as NVTX payloads, "
                 "which an export leaves out unless made with `nsys export --type sqlite --include-blobs=true "
-                "REPORT.nsys-rep`); the Python stacks left out"), stacklevel=3)
+                "REPORT.nsys-rep`); the Python stacks left out"))
         return None
     parts, frames, next_id, bad = [], [], 0, 0
     for domain, (kind, layout) in layouts.items():
@@ -122,8 +121,8 @@ def read(export: Export, path: Path, strings: pa.Table | None) -> Stacks | None:
             frames.append(found)
             next_id = int(found["stack_id"].max()) + 1
     if bad:
-        warnings.warn(CaptureWarning(f"{path}: {bad:,} Python call stacks whose payload is not laid out as nsys "
-                                     "2025.3 writes it (NVTX_PAYLOAD_SCHEMAS); left out"), stacklevel=3)
+        warn_from_caller(CaptureWarning(f"{path}: {bad:,} Python call stacks whose payload is not laid out as nsys "
+                                        "2025.3 writes it (NVTX_PAYLOAD_SCHEMAS); left out"))
     if not parts:
         return None
     return Stacks(pa.concat_tables(parts), _named_frames(frames, strings))

@@ -102,6 +102,25 @@ class NoneRecorded(CaptureWarning):
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+def _own_folders() -> tuple[str, ...]:
+    """The folders of tracekit's code: the package's, and those of its subpackages that a
+    checkout keeps beside it (capture, kernels: ``package-dir``), found once, unrun."""
+    global _OWN
+    if _OWN is None:
+        import importlib.util
+
+        found = [_PACKAGE]
+        for sub in ("tracekit.capture", "tracekit.kernels"):
+            spec = importlib.util.find_spec(sub)
+            if spec is not None:
+                found += [os.path.abspath(f) + os.sep for f in spec.submodule_search_locations or []]
+        _OWN = tuple(dict.fromkeys(found))
+    return _OWN
+
+
+_OWN: tuple[str, ...] | None = None
+
+
 def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWarning,
                      at: tuple[str, int] | None = None) -> None:
     """Warn ``message`` at the line that called into tracekit, as ``warnings.warn`` does at
@@ -118,7 +137,7 @@ def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWa
     import threading
     import warnings
 
-    if at is not None and not at[0].startswith(_PACKAGE):
+    if at is not None and not at[0].startswith(_own_folders()):
         warnings.warn_explicit(message, category, *at)
         return
     caller = _caller(sys._getframe(1))
@@ -139,7 +158,7 @@ def _caller(frame):
     outermost = None
     at = frame
     while at is not None:
-        if at.f_code.co_filename.startswith(_PACKAGE):
+        if at.f_code.co_filename.startswith(_own_folders()):
             outermost = at
         at = at.f_back
     return frame if outermost is None else (outermost.f_back or outermost)

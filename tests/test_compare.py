@@ -11,6 +11,8 @@ import io
 import json
 import re
 import shutil
+import subprocess
+import sys
 import warnings
 
 import polars as pl
@@ -413,6 +415,17 @@ def test_a_repeat_without_a_scope_leaves_its_rows_without_its_noise(python_captu
     assert err.count(f"tracekit: warning: diff: {lacks}\n") == 1 and pl.read_csv(io.StringIO(out))["scope"].unique().len() == 2
     assert main(["--db", str(db), "diff", base, "no_python", "--by", "python", "--no-repeats"]) == 2
     assert "--by python: run " in capsys.readouterr().err
+    # the warning at a caller whose module's loader has no source to give (python -c)
+    code = ("import sys; from tracekit.cli import main; "
+            f"sys.exit(main(['--db', {str(db)!r}, 'diff', {base!r}, {new!r}, '--repeat', 'no_python', '-f', 'csv']))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and ran.stderr.count(f"tracekit: warning: diff: {lacks}\n") == 1, ran.stderr[-2000:]
+    # a capture of another tool is no repeat: an error, as without --by
+    with tracekit.open(db) as tk:
+        for name in ("ncu_shapes_a", "ncu_shapes_slow"):
+            tk.ingest(DATA / name / "report.ncu-rep.xz", name=name)
+        with pytest.raises(QueryError, match=r"^diff: --repeat no_python: --by ncu: run \d+ \(no_python\) .* has no ncu"):
+            tk.diff("ncu_shapes_a", "ncu_shapes_slow", by="ncu", repeats=["no_python"])
 
 
 def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, tmp_path, capsys, monkeypatch):

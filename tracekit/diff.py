@@ -2709,13 +2709,16 @@ def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
     ``SCOPES``' order; those of ``wanted`` it lacks (the scopes compared with another run,
     which a repeat of the base, ``new``, measures the noise of: ``compare``); and ``new``'s kinds
     of run, what it did not trace among them (diff's words). None where the two cannot be
-    compared at all (diff says why)."""
+    compared at all, or share no scope but a sweep's requests (a capture of another tool: no
+    repeat of the other), and diff says why."""
     with warnings.catch_warnings():  # (what resolving them says, the comparison says)
         warnings.simplefilter("ignore", CaptureWarning)
         try:
             sb, sn = _as_compared(tk.con, resolve(tk, base), resolve(tk, new))
             asked = scopes_asked(by, SCOPES)
             both = sb.scopes() & sn.scopes()
+            if not both - {"sweep"}:
+                return None
             scopes = [] if asked and not both & set(asked) else _scopes(sb, sn, [s for s in asked if s in both])
             scopes = _not_one_sweep(sb, sn, scopes, bool(asked)) if scopes else []
         except QueryError:

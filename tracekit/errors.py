@@ -146,10 +146,10 @@ def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWa
         waiting = _caller(main) if main is not None else None
         if waiting is not None and waiting is not main:  # (the main thread is in tracekit: its caller)
             caller = waiting
-    names = caller.f_globals
+    names = caller.f_globals  # (not its module_globals: a loader without the source, python -c's, would raise)
     warnings.warn_explicit(message, category, caller.f_code.co_filename, caller.f_lineno,
-                           module=names.get("__name__"), registry=names.setdefault("__warningregistry__", {}),
-                           module_globals=names)
+                           module=names.get("__name__", "<string>"),
+                           registry=names.setdefault("__warningregistry__", {}))
 
 
 def _caller(frame):

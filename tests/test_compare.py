@@ -409,6 +409,10 @@ def test_a_repeat_without_a_scope_leaves_its_rows_without_its_noise(python_captu
             both = tk.compare(base, ["hstu_capture_python_again2", new], by=["kernel", "python"], repeats=["no_python"])
         assert [str(w.message) for w in caught if "scope:" in str(w.message)] == [f"compare: {lacks}"]
         assert set(both.filter(pl.col("repeat"))["scope"]) == {"kernel"}
+        with warnings.catch_warnings(record=True) as caught:  # (called from code whose globals name no module)
+            warnings.simplefilter("always")
+            exec("tk.diff(base, new, by='python', repeats=['no_python'])", {"tk": tk, "base": base, "new": new})
+        assert [str(w.message) for w in caught if "scope:" in str(w.message)] == [f"diff: {lacks}"]
     capsys.readouterr()
     assert main(["--db", str(db), "diff", base, new, "--repeat", "no_python", "--by", "python,kernel", "-f", "csv"]) == 0
     out, err = capsys.readouterr()

@@ -167,7 +167,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         for ref in refs[1 + n_repeats:] if n_repeats and not jobs else []:
             wanted.update((_diff.measured_scopes(tk, refs[0], ref, by) or ([],))[0])
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
-            lacks = ""  # (what a repeat cannot measure the noise of, said after its comparison's own warnings)
+            lacks: list[str] = []  # (what a repeat cannot measure the noise of, said after its comparison's own)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
@@ -175,27 +175,13 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                                           None, "repeat" if i < n_repeats else "new")
                     longs.append(long)
                 else:
-                    # a repeat measures the noise of the scopes it has: the others' rows are judged without it
-                    scopes = by
-                    got = _diff.measured_scopes(tk, refs[0], ref, by, wanted) if i < n_repeats else None
-                    if got is not None and got[1]:
-                        scopes = got[0] if _diff.scopes_asked(by, _diff.SCOPES) else by
-                        lacks = (f"{command}: {label} (a repeat of the base) [{got[2]}] has no "
-                                 f"{' or '.join(got[1])} scope: the {' and '.join(got[1])} rows are judged without "
-                                 "its noise")
                     try:
-                        df = _repeat_or_run(command, tk, refs[0], ref, scopes, threshold_pct)
-                    except _diff.NoSourceLines as err:
-                        if i >= n_repeats or err.side == 0:  # (the base's lines, or a run's: the question asked)
-                            raise _said_as_given(err, command, sides, None) from None
-                        lacks = (f"{command} --by source: a repeat of the base: "
-                                 + str(_said_as_given(err, command, sides, None)).removeprefix("--by source: ")
-                                 .partition("; ")[0] + ": the lines are judged without its noise")
-                        caught.clear()  # (the comparison without the lines says them again)
-                        others = [s for s in _diff.scopes_asked(scopes, _diff.SCOPES) if s != "source"]
-                        df = _repeat_or_run(command, tk, refs[0], ref, others, threshold_pct)
-                    except TracekitError as err:
-                        raise _said_as_given(err, command, sides, label if i < n_repeats else None) from None
+                        df = (_repeat_diff(command, tk, refs[0], ref, label, by, threshold_pct, wanted, sides, caught,
+                                           lacks) if i < n_repeats else
+                              _repeat_or_run(command, tk, refs[0], ref, by, threshold_pct))
+                    except TracekitError as err:  # (a repeat's said to be one, but where the base lacks the lines)
+                        of_repeat = i < n_repeats and getattr(err, "side", 1) == 1
+                        raise _said_as_given(err, command, sides, label if of_repeat else None) from None
             # what diff says of a pair names the run where it is one of several (a repeat's
             # setup is the base's noise, not the change's)
             named = i < n_repeats or (command == "compare" and len(runs) > 1)
@@ -205,14 +191,43 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                     text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "
                             f"{text.removeprefix('diff --jobs: ').removeprefix('diff: ')}")
                 warn_from_caller(text, w.category, at=(w.filename, w.lineno))
-            if lacks:
-                warn_from_caller(lacks)
+            for text in lacks:
+                warn_from_caller(text)
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
     if jobs and n_repeats:
         held, ranks = _jobs_held(frames, longs, labels, n_repeats)
         return pl.concat(held), labels, ranks
     return _held_by_the_repeats(pl.concat(frames)), labels, None
+
+
+def _repeat_diff(command: str, tk, base: str, ref: str, label: str, by, threshold_pct: float, wanted: set[str],
+                 sides: list, caught: list, lacks: list[str]) -> pl.DataFrame:
+    """``diff`` of a repeat of the base (``ref``, labelled ``label``) in the scopes it has of
+    those asked: of ``wanted`` (the scopes the runs are compared in), the ones it lacks, and
+    source lines it lacks (``--by source``), are added to ``lacks`` as a warning's text each,
+    their rows judged without its noise. ``caught``: the warnings its comparison gave, those
+    of a first try without the lines left out where it is compared again."""
+    from . import diff as _diff
+
+    scopes = by
+    got = _diff.measured_scopes(tk, base, ref, by, wanted)
+    if got is not None and got[1]:
+        scopes = got[0] if _diff.scopes_asked(by, _diff.SCOPES) else by
+        lacks.append(f"{command}: {label} (a repeat of the base) [{got[2]}] has no {' or '.join(got[1])} scope: "
+                     f"the {' and '.join(got[1])} rows are judged without its noise")
+    try:
+        return _repeat_or_run(command, tk, base, ref, scopes, threshold_pct)
+    except _diff.NoSourceLines as err:
+        if err.side == 0:  # (the base's lines: the question asked)
+            raise
+        lacks.append(f"{command} --by source: a repeat of the base: "
+                     + str(_said_as_given(err, command, sides, None)).removeprefix("--by source: ").partition("; ")[0]
+                     + ": the lines are judged without its noise")
+    others = [s for s in _diff.scopes_asked(scopes, _diff.SCOPES) if s != "source"]
+    if others:
+        caught.clear()  # (the comparison without the lines says them again)
+    return _repeat_or_run(command, tk, base, ref, others, threshold_pct)
 
 
 def _repeat_or_run(command: str, tk, base: str, ref: str, scopes, threshold_pct: float) -> pl.DataFrame:
@@ -234,7 +249,14 @@ def _said_as_given(err, command: str, sides: list, repeat: str | None):
             text = text.replace(f"run {s.run_id} ({s.name})", s.label)
     if repeat is not None:
         text = f"{command}: --repeat {repeat}: {text.removeprefix(f'{command}: ')}"
-    return type(err)(text)
+    return _reworded(err, text)
+
+
+def _reworded(err, text: str):
+    """``err`` said as ``text``: of its class, with what it carries besides (a run folder, a side)."""
+    out = type(err)(text)
+    out.__dict__.update(err.__dict__)
+    return out
 
 
 def as_command(command: str, fn, *args):
@@ -250,7 +272,7 @@ def as_command(command: str, fn, *args):
         if prefix is None or command in ("diff", "diff --jobs"):
             raise
         said = command if command.startswith("chart ") else f"{command}{' --jobs' if '--jobs' in prefix else ''}"
-        raise type(err)(f"{said}: {text.removeprefix(prefix)}") from None
+        raise _reworded(err, f"{said}: {text.removeprefix(prefix)}") from None
 
 
 def _jobs_held(frames: list[pl.DataFrame], longs: list[pl.DataFrame], labels: list[str],

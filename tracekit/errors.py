@@ -124,15 +124,17 @@ _OWN: tuple[str, ...] | None = None
 def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWarning,
                      at: tuple[str, int] | None = None) -> None:
     """Warn ``message`` at the line that called into tracekit, as ``warnings.warn`` does at
-    that frame (shown once per text and line under Python's default filters): the frame that
-    called tracekit's outermost frame, whatever lies between (another module's code that
-    tracekit called, a context manager's, that called tracekit back), so that no warning names
-    a line inside the package, however deep it is made or passed on (``compare``, a report,
-    the threads of ``diff --jobs`` pass on what they catch). A ``Warning`` given is of its own
-    category, as ``warnings`` takes it. ``at``: the file and line a warning caught was given,
-    kept where they lie outside tracekit (another library's warning, or one already at the
-    caller's line). In a thread tracekit started (files ingested at once), the line of the
-    main thread's that called tracekit, which waits on the thread."""
+    that frame (its module's warning registry; tracekit's own ``catch_warnings`` reset it, as
+    any does, so a call made again says its warnings again): the frame that called tracekit's
+    outermost frame, whatever lies between (another module's code that tracekit called, a
+    context manager's, that called tracekit back), so that no warning names a line inside the
+    package, however deep it is made or passed on (``compare``, a report, the threads of
+    ``diff --jobs`` pass on what they catch). A ``Warning`` given is of its own category, as
+    ``warnings`` takes it. ``at``: the file and line a warning caught was given, kept where
+    they lie outside tracekit (another library's warning, or one already at the caller's
+    line). In a thread tracekit started (files ingested at once), the line that called
+    tracekit in the one other thread in tracekit, which waits on it; where there are several
+    (a program's own threads), the thread's start: which one waits is not known."""
     import sys
     import threading
     import warnings
@@ -141,11 +143,12 @@ def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWa
         warnings.warn_explicit(message, category, *at)
         return
     caller = _caller(sys._getframe(1))
-    if caller.f_code.co_filename in _thread_starts() and threading.current_thread() is not threading.main_thread():
-        main = sys._current_frames().get(threading.main_thread().ident)
-        waiting = _caller(main) if main is not None else None
-        if waiting is not None and waiting is not main:  # (the main thread is in tracekit: its caller)
-            caller = waiting
+    if caller.f_code.co_filename in _thread_starts():  # (a thread of tracekit's: the one caller waiting on it)
+        me = threading.get_ident()
+        waiting = [c for t, f in sys._current_frames().items() if t != me
+                   for c in [_caller(f)] if c is not f and c.f_code.co_filename not in _thread_starts()]
+        if len(waiting) == 1:
+            caller = waiting[0]
     names = caller.f_globals  # (not its module_globals: a loader without the source, python -c's, would raise)
     warnings.warn_explicit(message, category, caller.f_code.co_filename, caller.f_lineno,
                            module=names.get("__name__", "<string>"),

@@ -5,6 +5,7 @@ one-line message and exits with ``exit_code`` (2), showing a traceback only with
 ``--debug``. Messages name the file or value and say what to do.
 """
 
+import functools
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,23 +103,18 @@ class NoneRecorded(CaptureWarning):
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+@functools.cache
 def _own_folders() -> tuple[str, ...]:
     """The folders of tracekit's code: the package's, and those of its subpackages that a
     checkout keeps beside it (capture, kernels: ``package-dir``), found once, unrun."""
-    global _OWN
-    if _OWN is None:
-        import importlib.util
+    import importlib.util
 
-        found = [_PACKAGE]
-        for sub in ("tracekit.capture", "tracekit.kernels"):
-            spec = importlib.util.find_spec(sub)
-            if spec is not None:
-                found += [os.path.abspath(f) + os.sep for f in spec.submodule_search_locations or []]
-        _OWN = tuple(dict.fromkeys(found))
-    return _OWN
-
-
-_OWN: tuple[str, ...] | None = None
+    found = [_PACKAGE]
+    for sub in ("tracekit.capture", "tracekit.kernels"):
+        spec = importlib.util.find_spec(sub)
+        if spec is not None:
+            found += [os.path.abspath(f) + os.sep for f in spec.submodule_search_locations or []]
+    return tuple(dict.fromkeys(found))
 
 
 def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWarning,
@@ -158,22 +154,24 @@ def warn_from_caller(message: Warning | str, category: type[Warning] = CaptureWa
 def _caller(frame):
     """The frame that called tracekit's outermost frame of ``frame``'s stack (``frame`` itself
     where none of it is tracekit's; the outermost where nothing called it)."""
+    own = _own_folders()
     outermost = None
     at = frame
     while at is not None:
-        if at.f_code.co_filename.startswith(_own_folders()):
+        if at.f_code.co_filename.startswith(own):
             outermost = at
         at = at.f_back
     return frame if outermost is None else (outermost.f_back or outermost)
 
 
-def _thread_starts() -> set[str]:
+@functools.cache
+def _thread_starts() -> frozenset[str]:
     """The files of the frames a thread starts in: a thread whose outermost tracekit frame
     one of them called was started by tracekit (its pools)."""
     import concurrent.futures.thread
     import threading
 
-    return {threading.__file__, concurrent.futures.thread.__file__}
+    return frozenset((threading.__file__, concurrent.futures.thread.__file__))
 
 
 def expect(value, types: type | tuple[type, ...], what: str, error: type[TracekitError] = ParamError) -> None:

@@ -1093,6 +1093,63 @@ def test_sampled_cpu_time_of_a_job(tmp_path):
     assert set(per.filter(pl.col("rank") == 1)["verdict"]) == {"unchanged"}
 
 
+def test_a_repeat_job_without_a_scope_leaves_its_rows_without_its_noise(tmp_path, capsys, monkeypatch):
+    """Three 2-rank jobs of real captures: rank 0 the HSTU pipeline with its Python threads
+    sampled (hstu_capture_python in base, _again in new) and without (hstu_capture_nsys in
+    again, the repeat), rank 1 nsys_python_hot (_again, _again2). The repeat job measures the
+    noise of the scopes all its ranks have: the python rows are judged without it, said once,
+    naming the rank and what its capture did not trace; asked --by python alone, it measures
+    nothing and the rows are those of the comparison without repeats. A job compared that
+    lacks a scope asked is still an error; a --by naming no job scope is refused before any
+    folder is read."""
+    data = Path(__file__).parent / "data"
+    db = tmp_path / "j.duckdb"
+    with tracekit.open(db) as tk:
+        for job, hstu, hot in (("base", "python", ""), ("new", "python_again", "_again"), ("again", "nsys", "_again2")):
+            tk.ingest(data / f"hstu_capture_{hstu}", params={"rank": 0, "job": job})
+            tk.ingest(data / f"nsys_python_hot{hot}" / "export.sqlite.xz", params={"rank": 1, "job": job})
+    lacks = ("again (a repeat of the base): rank 0 [nsys,timing without Python sample trace] has no python scope: the "
+             "python rows are judged without its noise")
+
+    def said(caught) -> list[str]:
+        return [str(w.message) for w in caught if "scope:" in str(w.message)]
+
+    with tracekit.open(db, read_only=True) as tk:
+        with pytest.warns(CaptureWarning) as caught:
+            df = tk.diff_jobs("base", "new", repeats=["again"])
+        assert said(caught) == [f"diff --jobs: {lacks}"]
+        py = df.filter(pl.col("scope") == "python")
+        assert py.height > 50 and py["noise_pct"].null_count() == py.height
+        assert df.filter(pl.col("scope") == "kernel")["noise_pct"].drop_nulls().len() > 20
+        with pytest.warns(CaptureWarning) as caught:
+            got = tk.diff_jobs("base", "new", by="python", repeats=["again"])
+        assert said(caught) == [f"diff --jobs: {lacks}"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CaptureWarning)
+            alone = tk.diff_jobs("base", "new", by="python")
+        assert got.drop("noise_pct").equals(alone) and got["noise_pct"].null_count() == got.height
+        with pytest.warns(CaptureWarning) as caught:
+            both = tk.compare("base", ["new"], by=["kernel", "python"], repeats=["again"], jobs=True)
+        assert said(caught) == [f"compare: {lacks}"]
+        assert set(both.filter(pl.col("repeat"))["scope"]) == {"kernel"}
+        assert both.filter(~pl.col("repeat") & (pl.col("scope") == "kernel"))["noise_pct"].drop_nulls().len() > 20
+    capsys.readouterr()
+    assert main(["--db", str(db), "diff", "--jobs", "base", "new", "--repeat", "again", "--by", "python"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count(f"tracekit: warning: diff --jobs: {lacks}\n") == 1, err
+    assert out.splitlines()[-1].endswith("; the repeats measured the noise of none of these rows"), out[-500:]
+    assert main(["--db", str(db), "diff", "--jobs", "base", "again", "--by", "python"]) == 2
+    assert "--by python: run " in capsys.readouterr().err
+
+    def no_folder_read(folder):
+        raise AssertionError(f"{folder} read")
+
+    monkeypatch.setattr(job_diff, "job_exports", no_folder_read)
+    assert main(["--db", str(db), "compare", "--jobs", str(DATA / "base"), str(DATA / "after"), "--by", "source"]) == 2
+    assert capsys.readouterr().err == ("tracekit: error: --by 'source': choose from job, kernel, nvtx, api, memcpy, gpu, "
+                                       "um, cpu, python, memory (a job is compared in the nsys scopes)\n")
+
+
 def _snapshot(db: Path, tmp_path: Path) -> Path:
     snap = tmp_path / f"{db.stem}-before.duckdb"
     shutil.copy(db, snap)

@@ -138,8 +138,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         raise ParamError(f"{command}: give at least one {what} to compare with the base (besides its repeats)")
     for ref in (base, *runs):
         expect(ref, (str, int, os.PathLike), f"{command}: a {what}")
-    if not jobs:  # (a --by that names no scope: before any file is ingested)
-        _diff.scopes_asked(by, _diff.SCOPES)
+    # (a --by that names no scope: before any file is ingested)
+    job_diff.scopes_asked(by) if jobs else _diff.scopes_asked(by, _diff.SCOPES)
     # (files and folders as given; a job's folder stands for its exports)
     if jobs:
         given = [str(r).strip() if job_diff.is_job_folder(r) else None for r in (base, *runs)]
@@ -164,15 +164,20 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 raise ParamError(f"{command}: {(base, *runs)[i]!r} is {said[i]}, {again}; name each {what} once")
         frames, longs = [], []
         wanted: set[str] = set()  # (the scopes the runs are compared in: a repeat's noise, where it has them)
-        for ref in refs[1 + n_repeats:] if n_repeats and not jobs else []:
-            wanted.update((_diff.measured_scopes(tk, refs[0], ref, by) or ([],))[0])
+        measured = job_diff.measured_scopes if jobs else _diff.measured_scopes
+        for ref in refs[1 + n_repeats:] if n_repeats else []:
+            wanted.update((measured(tk, refs[0], ref, by) or ([],))[0])
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
             lacks: list[str] = []  # (what a repeat cannot measure the noise of, said after its comparison's own)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
-                    df, long = as_command(command, job_diff.compare_jobs, tk, refs[0], ref, by, threshold_pct, True,
-                                          None, "repeat" if i < n_repeats else "new")
+                    scopes = (_repeat_scopes(command, tk, refs[0], ref, label, by, wanted, lacks) if i < n_repeats
+                              else by)
+                    df, long = (as_command(command, job_diff.compare_jobs, tk, refs[0], ref, scopes, threshold_pct,
+                                           True, None, "repeat" if i < n_repeats else "new") if scopes != [] else
+                                (pl.DataFrame(schema=job_diff.SCHEMA),
+                                 pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})))
                     longs.append(long)
                 else:
                     try:
@@ -201,21 +206,39 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
     return _held_by_the_repeats(pl.concat(frames)), labels, None
 
 
+def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted: set[str], lacks: list[str]):
+    """What a repeat of the base (``ref``, labelled ``label``; a run, or a job's ``Job``) is
+    compared in: ``by``, or where it lacks scopes of ``wanted`` (those the runs are compared
+    in), the scopes it has of those asked (``by`` as given where none were), the ones it
+    lacks added to ``lacks`` as a warning's text, their rows judged without its noise; []
+    where it has none of those asked."""
+    from . import diff as _diff
+    from . import job_diff
+
+    jobs = isinstance(ref, job_diff.Job)
+    got = (job_diff.measured_scopes if jobs else _diff.measured_scopes)(tk, base, ref, by, wanted)
+    if got is None or not got[1]:
+        return by
+    if jobs:  # (its ranks that lack the first: rank 3 [nsys without NVTX trace])
+        who = f"{label} (a repeat of the base): {got[2]} {'have' if got[2].startswith('ranks ') else 'has'}"
+    else:
+        who = f"{label} (a repeat of the base) [{got[2]}] has"
+    lacks.append(f"{command}: {who} no {' or '.join(got[1])} scope: the {' and '.join(got[1])} rows are judged "
+                 "without its noise")
+    asked = job_diff.scopes_asked(by) if jobs else _diff.scopes_asked(by, _diff.SCOPES)
+    return got[0] if asked else by
+
+
 def _repeat_diff(command: str, tk, base: str, ref: str, label: str, by, threshold_pct: float, wanted: set[str],
                  sides: list, caught: list, lacks: list[str]) -> pl.DataFrame:
     """``diff`` of a repeat of the base (``ref``, labelled ``label``) in the scopes it has of
-    those asked: of ``wanted`` (the scopes the runs are compared in), the ones it lacks, and
-    source lines it lacks (``--by source``), are added to ``lacks`` as a warning's text each,
-    their rows judged without its noise. ``caught``: the warnings its comparison gave, those
-    of a first try without the lines left out where it is compared again."""
+    those asked (``_repeat_scopes``), and without source lines it lacks (``--by source``),
+    said in ``lacks``, their rows judged without its noise. ``caught``: the warnings its
+    comparison gave, those of a first try without the lines left out where it is compared
+    again."""
     from . import diff as _diff
 
-    scopes = by
-    got = _diff.measured_scopes(tk, base, ref, by, wanted)
-    if got is not None and got[1]:
-        scopes = got[0] if _diff.scopes_asked(by, _diff.SCOPES) else by
-        lacks.append(f"{command}: {label} (a repeat of the base) [{got[2]}] has no {' or '.join(got[1])} scope: "
-                     f"the {' and '.join(got[1])} rows are judged without its noise")
+    scopes = _repeat_scopes(command, tk, base, ref, label, by, wanted, lacks)
     try:
         return _repeat_or_run(command, tk, base, ref, scopes, threshold_pct)
     except _diff.NoSourceLines as err:

@@ -2845,13 +2845,18 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
 def held_by_repeats(df: pl.DataFrame) -> str:
     """How many of a diff's changes its repeats held (``diff --repeat``), as the end of its
     count line: those rows' notes are cut in a narrow table. A row counts where the repeats
-    left it unchanged (a job's row judged on some ranks names others held: it is judged)."""
+    left it unchanged (a job's row judged on some ranks names others held: it is judged); where
+    no row has a noise measured (the repeats lack the scopes compared), it says that instead."""
     from .compare import NOISE_NOTE
 
     if "noise_pct" not in df.columns:
         return ""
     n = df.filter(pl.col("note").str.contains(NOISE_NOTE, literal=True) & (pl.col("verdict") == "unchanged")).height
-    return f"; {n} change(s) within the repeats' noise, not judged" if n else "; no change was within the repeats' noise"
+    if n:
+        return f"; {n} change(s) within the repeats' noise, not judged"
+    if df.height and df["noise_pct"].is_null().all():  # (repeats without the scopes compared: a warning says so)
+        return "; the repeats measured the noise of none of these rows"
+    return "; no change was within the repeats' noise"
 
 
 def nothing_to_compare() -> pl.Expr:

@@ -62,8 +62,12 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
+from .diff import NSYS_SCOPES
 from .errors import CaptureWarning, InputError, ParamError, QueryError, expect, warn_from_caller
 from .names import RUN_ID, ranks_text
+
+#: the scopes a job is compared in: its own time, then the nsys scopes of its ranks' runs
+SCOPES = ("job", *NSYS_SCOPES)
 
 #: the columns of the job's rows, in order
 COLUMNS = ["scope", "key", "metric", "base", "new", "delta", "delta_pct", "verdict", "ranks", "ranks_regressed",
@@ -272,8 +276,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     expect(threshold_pct, (int, float), "--threshold")
     if not threshold_pct > 0 or math.isinf(threshold_pct):
         raise ParamError(f"--threshold {threshold_pct!r}: must be a positive percentage (e.g. 5)")
-    asked = _diff.scopes_asked(by, ("job", *_diff.NSYS_SCOPES),
-                               lambda b: " (a job is compared in the nsys scopes)" if b in _diff.SCOPES else "")
+    asked = scopes_asked(by)
     jb, ranks_b = base if isinstance(base, Job) else job_of(tk, base, "base")
     jn, ranks_n = new if isinstance(new, Job) else job_of(tk, new, "new")
     of_b, of_n = dict(ranks_b), dict(ranks_n)
@@ -378,6 +381,53 @@ def _common_scopes(sides: list[tuple[int, Any, Any]], by: list[str] | None) -> l
     if not scopes and by is None:
         raise QueryError(f"diff --jobs: the ranks share no nsys scope to compare ({', '.join(_diff.NSYS_SCOPES)})")
     return scopes
+
+
+def scopes_asked(by: list[str] | str | None) -> list[str]:
+    """The scopes ``--by`` names of a job's (``SCOPES``; [] where not given: every scope),
+    as ``diff.scopes_asked`` checks them."""
+    from . import diff as _diff
+
+    return _diff.scopes_asked(by, SCOPES, lambda b: " (a job is compared in the nsys scopes)" if b in _diff.SCOPES
+                              else "")
+
+
+def measured_scopes(tk, base: Job, new: Job, by: list[str] | str | None = None,
+                    wanted: set[str] | frozenset[str] = frozenset()) -> tuple[list[str], list[str], str] | None:
+    """The scopes ``compare_jobs(tk, base, new, by)`` compares where ``by`` is cut to those
+    every pair of the jobs' ranks has (None: every scope they share; ``job`` where they
+    share nvtx), in ``SCOPES``' order; those of ``wanted`` it lacks (the scopes the other
+    jobs are compared with the base in, whose noise a repeat of the base job, ``new``,
+    measures: ``compare --jobs``); and, for the first it lacks, the ranks without it and
+    what their captures did not trace (diff's words, ``rank 3 [nsys without NVTX trace]``).
+    None where the jobs share no rank or no scope (``compare_jobs`` says why)."""
+    from . import diff as _diff
+
+    asked = scopes_asked(by)
+    of_b, of_n = dict(base.ranks), dict(new.ranks)
+    with warnings.catch_warnings():  # (what resolving them says, the comparison says)
+        warnings.simplefilter("ignore", CaptureWarning)
+        sides = [(k, _diff.resolve(tk, str(of_b[k])), _diff.resolve(tk, str(of_n[k]))) for k in sorted(of_b)
+                 if k in of_n]
+    common = set.intersection(*(_scopes(sb) & _scopes(sn) for _, sb, sn in sides)) if sides else set()
+    if not common:
+        return None
+    scopes = [s for s in SCOPES if s in common and (not asked or s in asked)]
+    lacking = [s for s in SCOPES if s in wanted and s not in scopes]
+    if not lacking:
+        return scopes, lacking, ""
+    scope = "nvtx" if lacking[0] == "job" else lacking[0]
+    for role, at in (("", 2), (" of the base job", 1)):  # (the repeat's ranks; else the base's paired with them)
+        ranks = [(pair[0], pair[at]) for pair in sides if scope not in _scopes(pair[at])]
+        if ranks:
+            return scopes, lacking, f"{ranks_text(k for k, _ in ranks)}{role} [{_diff._kinds(ranks[0][1], scope)}]"
+    return scopes, lacking, ""
+
+
+def _scopes(side) -> set[str]:
+    """A rank's run's scopes of ``SCOPES`` (``diff.Side``'s): ``job`` where it has nvtx."""
+    have = side.scopes() & set(SCOPES)
+    return have | {"job"} if "nvtx" in have else have
 
 
 #: rank pairs compared at once, each in a thread on its own connection (``_ranks_diffs``)

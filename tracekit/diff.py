@@ -1537,6 +1537,12 @@ def _paired_total(pairs: list[tuple[float, float]], threshold: float) -> tuple[b
     return True, ""
 
 
+#: how the parts of a note that say why a theoretical occupancy moved begin (``_occupancy_moved``;
+#: ``moved`` reads them back): the binding block limit, what one block more per SM needs, a
+#: block size that would hold more warps
+OCCUPANCY_WHY = ("limiter: ", "one block more per SM: ", re.compile(r"block size \d+: "))
+
+
 def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
     """Why a key's theoretical occupancy moved (query occupancy's columns of its launches): the
     block limit that binds it on each side where that changed (``limiter: registers ->
@@ -1550,10 +1556,10 @@ def _occupancy_moved(lb_: list[dict], ln_: list[dict], fell: bool) -> str:
     ob = sorted({x["occupancy_limiter"] for x in lb_ if x.get("occupancy_limiter")})
     on = sorted({x["occupancy_limiter"] for x in ln_ if x.get("occupancy_limiter")})
     if (ob or on) and ob != on:  # ('?': a side's report without the block limits)
-        parts.append(f"limiter: {' / '.join(ob) or '?'} -> {' / '.join(on) or '?'}")
+        parts.append(f"{OCCUPANCY_WHY[0]}{' / '.join(ob) or '?'} -> {' / '.join(on) or '?'}")
     needs = {x.get("next_needs") for x in ln_}
     if fell and len(needs) == 1 and (need := needs.pop()):
-        parts.append(f"one block more per SM: {need.replace('; ', ', ')}")
+        parts.append(f"{OCCUPANCY_WHY[1]}{need.replace('; ', ', ')}")
     best = {(x.get("best_block_size"), x.get("best_block_occupancy_pct")) for x in ln_}
     same_size = {x.get("block_size") for x in lb_} == {x.get("block_size") for x in ln_}
     if fell and same_size and len(best) == 1 and (size := next(iter(best)))[0] is not None \
@@ -2894,7 +2900,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     same for memory operations; Unified Memory's page faults that moved; the GPU memory (a device's
     kind, an NVTX path's allocations) that moved; the NVTX paths and the
     functions whose sampled CPU time moved; NVTX paths judged on wall time (runs without CUDA); ncu's
-    launches per kernel, and those whose durations moved with the SM clock in as many cycles
+    launches per kernel, with its theoretical occupancy where that moved and why (the note's
+    reasons, whole), and those whose durations moved with the SM clock in as many cycles
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
     the request latency points (where one changed, over two or more shared points, the speedup of
     their medians: ``_speedup_line``), their peak memory, and those held because the host's pace
@@ -3017,6 +3024,18 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     def moved_by(k: str) -> float:
         return abs(sum(delta(r) for r in keys[k].get("launch_total_ns", [])))
 
+    def occupancy(m: dict[str, list[dict]]) -> list[str]:
+        """The kernel's theoretical occupancy where it moved, with why (its note's reasons): a
+        narrow table cuts the note, and it is often what changed the time."""
+        said = []
+        for r in m.get("theoretical_occupancy_pct", []):
+            b, n = val(r["base"]), val(r["new"])
+            if b is not None and n is not None and b != n:
+                why = [p for p in (r["note"] or "").split("; ")
+                       if p.startswith(OCCUPANCY_WHY[:2]) or OCCUPANCY_WHY[2].match(p)]
+                said.append(f"theoretical occupancy {b:.3g} % -> {n:.3g} %" + (f" ({'; '.join(why)})" if why else ""))
+        return list(dict.fromkeys(said))
+
     label = short_keys(sorted(keys))  # (an ncu key is its kernel @ its NVTX path: the kernels told apart)
     for name in sorted(judged, key=lambda k: -moved_by(k))[:top]:
         m = judged[name]
@@ -3034,7 +3053,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         medians = m.get("duration_ns", [])
         if any(val(r["base"]) != val(r["new"]) for r in m.get("launches", [])):
             # other numbers of launches profiled: their sums differ by that; the median launch moved
-            lines.append(f"ncu {label[name]}, {launches(m)}: the median launch {durations(medians, kinds)}")
+            lines.append(f"ncu {label[name]}, {launches(m)}: the median launch {durations(medians, kinds)}"
+                         + "".join(f"; {o}" for o in occupancy(m)))
             continue
         totals = m.get("launch_total_ns", [])
         base = sum(val(r["base"]) or 0 for r in totals)
@@ -3043,7 +3063,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         per = "unchanged" if all(delta(r) == 0 for r in medians) else durations(medians, []).partition(" (")[0]
         single = all(val(r["base"]) in (None, 1.0) and val(r["new"]) in (None, 1.0) for r in m.get("launches", []))
         lines.append(f"ncu {label[name]}, {launches(m)}: {signed('duration_ns', total)} in all "
-                     f"({', '.join([*pct, *kinds])}); {'a' if single else 'the median'} launch {per}")
+                     f"({', '.join([*pct, *kinds])}); {'a' if single else 'the median'} launch {per}"
+                     + "".join(f"; {o}" for o in occupancy(m)))
     # durations held because the SM clock moved them: said, so that no one reads them as the code's
     for name in sorted(held, key=lambda k: -moved_by(k))[:top]:
         rs = [r for r in held[name]["duration_ns"] if clocked(r)]

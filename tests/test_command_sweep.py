@@ -556,6 +556,22 @@ def ncu_sweep(tmp_path_factory):
     tk.close()
 
 
+def test_a_points_label_is_read_whole_where_the_kernel_names_give_way(ncu_sweep, monkeypatch, capsys):
+    """sweep-ncu in 120 columns: the point's grid values whole (m=1024,dtype=fp16), the kernel
+    families narrowed instead; only where even the families at their least leave no room
+    would it be cut."""
+    from tracekit.cli import main
+
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["--db", str(ncu_sweep.path), "query", "sweep-ncu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if re.match(r"^ +\d+  m=", line)]
+    assert len(rows) > 4 and all(len(line) <= 120 for line in lines)
+    points = {re.match(r"^ +\d+  (\S+)", line).group(1) for line in rows}
+    assert points == {"m=1024,dtype=fp16", "m=1024,dtype=fp32", "m=4096,dtype=fp16", "m=4096,dtype=fp32"}, points
+    assert any("…" in line.split()[-1] for line in rows)  # (the families narrowed)
+
+
 def _details(run_dir: Path) -> dict[tuple[int, str], float]:
     """(launch ID, metric) -> the value ncu --page details printed, for the point's report."""
     import lzma

@@ -65,6 +65,11 @@ TAIL_COLUMNS = ("stack", "modules", "location")
 #: but not narrowed first, as they are what the row says
 SENTENCE_COLUMNS = ("message", "title", "finding", "advice", "source", "sass", "top_stalls", "varies", "limiter",
                     "missing_metrics")
+#: columns of a sweep point's grid values (``m=1024,dtype=fp16``): what a row is of, short, and
+#: read whole; narrowed only where the other text columns at their least leave no room
+#: (up to ``POINT_WIDTH``)
+POINT_COLUMNS = ("point",)
+POINT_WIDTH = 32
 _ID = re.compile(r"(^|_)(id|pid|tid)$")
 #: integer columns that name a setting rather than count something (a sweep point's batch size
 #: and candidates): written as they are, ``nc 1024`` as in ``tracekit runs``' ``nc=1024``, not 1,024
@@ -480,6 +485,8 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             cols[i] = (c, header, values, cells, False)
         natural.append(_widest([header, *cells]))
     floors = [min(n, max(MIN_TEXT, names.text_width(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
+    whole = [(k, min(n, POINT_WIDTH)) for k, (n, i) in enumerate(zip(natural, text_idx, strict=True))
+             if cols[i][0].lower() in POINT_COLUMNS and min(n, POINT_WIDTH) > floors[k]]
     free = [cols[i][0].lower() in FREE_TEXT_COLUMNS for i in text_idx]
     heads = [[c[1]] for c in cols]
     widths = None
@@ -488,7 +495,13 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             heads = [_wrap(c[1], max(map(len, c[3]), default=0)) if c[4] else [c[1]] for c in cols]
         num_width = sum(max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True) if c[4])
         room = width - num_width - len(GAP) * (len(cols) - 1)
-        widths = _fit_free_last(natural, floors, free, room)
+        widths = None
+        if whole:  # (a point's label whole where the others fit beside it)
+            held = list(floors)
+            for k, w in whole:
+                held[k] = w
+            widths = _fit_free_last(natural, held, free, room)
+        widths = widths or _fit_free_last(natural, floors, free, room)
         if widths == natural:
             break
     if widths is None:

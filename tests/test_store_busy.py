@@ -133,3 +133,23 @@ def test_a_writer_that_fails_to_set_up_lets_the_store_go(tmp_path, monkeypatch):
 
     assert size(got) == pytest.approx(size(want), rel=0.01), (got, want)
     tk.close()
+
+
+def test_a_store_open_one_way_in_this_process_is_not_opened_another(tmp_path):
+    """DuckDB opens a file one way at a time in a process: a read-only tracekit.open of a
+    store this process writes (and the other way round) is one line that says so and what to
+    do, not DuckDB's "different configuration"; once the first is closed, it opens."""
+    db = tmp_path / "s.duckdb"
+    tk = tracekit.open(db)
+    tk.ingest(DATA / "nsys_hstu_mixed" / "export.sqlite.xz")
+    with pytest.raises(tracekit.TracekitError, match=r"s\.duckdb: cannot open database read-only: this process has "
+                                                     r"it open already another way \(a tracekit\.open of it for "
+                                                     r"writing, or with other settings\); use that one, or close it"):
+        tracekit.open(db, read_only=True).runs()
+    tk.close()
+    reader = tracekit.open(db, read_only=True)
+    assert len(reader.runs()) == 1
+    with pytest.raises(tracekit.TracekitError, match="cannot open database for writing: .*a tracekit.open of it "
+                                                     "read-only, or with other settings"):
+        tracekit.open(db).ingest(DATA / "nsys_many_kernels" / "export.sqlite.xz")
+    reader.close()

@@ -578,6 +578,12 @@ class Tracekit:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
             if "Could not set lock" in first:
                 raise _busy_error(self.path, first) from None
+            if "different configuration" in first:  # (DuckDB: one process opens a file one way at a time)
+                raise TracekitError(
+                    f"{self.path}: cannot open database {'read-only' if read_only else 'for writing'}: this process "
+                    f"has it open already another way (a tracekit.open of it {'for writing' if read_only else 'read-only'}"
+                    ", or with other settings); use that one, or close it first (tk.close(), or open it in a with "
+                    "block)") from None
             raise TracekitError(f"{self.path}: cannot open database ({first})") from err
 
     def _setup_writer(self, con: duckdb.DuckDBPyConnection) -> None:

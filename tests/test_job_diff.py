@@ -604,7 +604,8 @@ def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, tmp
     assert mine["noise_pct"].drop_nulls().len() > 0  # (the repeat's change, rank by rank, the noise of each key)
     sec = _quiet(build_many, tk, ["9", "10"], vs="1", repeats=["13"]).sections[1][0]  # (run 13: no rank)
     assert "compared without the repeats' noise: the repeats are not all ranks of a job of several" in sec.intro
-    # (a run, or the base, no rank of another job: no jobs' section; the report asks _other_job, not built again)
+    # (a run, or the base, no rank of another job: no jobs' section; the report asks _other_job, built once)
+    assert "compare-jobs" not in [s.key for s, *_ in _quiet(build_many, tk, ["9", "13"], vs="1").sections]
     assert report._other_job(tk, [5, 9], "1") == 1
     for runs, vs in (([9, 13], "1"), ([2, 3], "1"), ([5, 9], "13")):
         assert report._other_job(tk, runs, vs) is None, (runs, vs)
@@ -1151,6 +1152,36 @@ def test_a_repeat_job_without_a_scope_leaves_its_rows_without_its_noise(tmp_path
     assert main(["--db", str(db), "compare", "--jobs", str(DATA / "base"), str(DATA / "after"), "--by", "source"]) == 2
     assert capsys.readouterr().err == ("tracekit: error: --by 'source': choose from job, kernel, nvtx, api, memcpy, gpu, "
                                        "um, cpu, python, memory (a job is compared in the nsys scopes)\n")
+
+
+def test_a_repeat_job_lacking_other_scopes_on_other_ranks_names_each(tmp_path):
+    """The jobs of the test above, the repeat's rank 1 (nsys_python_hot_again2) planted as
+    captured without NVTX (its run's record of what was traced, the one thing changed): the
+    warning names each rank with the scopes it lacks (rank 1 the job and nvtx scopes, rank 0
+    the python scope), and all their rows are judged without the repeat's noise, the kernels'
+    with it."""
+    import duckdb
+
+    data = Path(__file__).parent / "data"
+    db = tmp_path / "j.duckdb"
+    with tracekit.open(db) as tk:
+        for job, hstu, hot in (("base", "python", ""), ("new", "python_again", "_again"), ("again", "nsys", "_again2")):
+            tk.ingest(data / f"hstu_capture_{hstu}", params={"rank": 0, "job": job})
+            planted = tk.ingest(data / f"nsys_python_hot{hot}" / "export.sqlite.xz", params={"rank": 1, "job": job})
+    with duckdb.connect(str(db)) as con:
+        meta = json.loads(con.execute("SELECT meta FROM runs WHERE run_id = ?", [planted.run_id]).fetchall()[0][0])
+        meta["traced"].remove("nvtx_ranges")
+        con.execute("UPDATE runs SET meta = ? WHERE run_id = ?", [json.dumps(meta), planted.run_id])
+    with tracekit.open(db, read_only=True) as tk, pytest.warns(CaptureWarning) as caught:
+        df = tk.diff_jobs("base", "new", repeats=["again"])
+    said = [str(w.message) for w in caught if "scope:" in str(w.message)]
+    assert said == ["diff --jobs: again (a repeat of the base): rank 1 [nsys without NVTX trace] has no job or nvtx "
+                    "scope; rank 0 [nsys,timing without Python sample trace] has no python scope: the job and nvtx "
+                    "and python rows are judged without its noise"], said
+    for scope in ("job", "nvtx", "python"):
+        rows = df.filter(pl.col("scope") == scope)
+        assert rows.height > 0 and rows["noise_pct"].null_count() == rows.height, scope
+    assert df.filter(pl.col("scope") == "kernel")["noise_pct"].drop_nulls().len() > 10
 
 
 def _snapshot(db: Path, tmp_path: Path) -> Path:

@@ -219,12 +219,10 @@ def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted
     got = (job_diff.measured_scopes if jobs else _diff.measured_scopes)(tk, base, ref, by, wanted)
     if got is None or not got[1]:
         return by
-    if jobs:  # (its ranks that lack the first: rank 3 [nsys without NVTX trace])
-        who = f"{label} (a repeat of the base): {got[2]} {'have' if got[2].startswith('ranks ') else 'has'}"
-    else:
-        who = f"{label} (a repeat of the base) [{got[2]}] has"
-    lacks.append(f"{command}: {who} no {' or '.join(got[1])} scope: the {' and '.join(got[1])} rows are judged "
-                 "without its noise")
+    lacked = (f"{got[2]}" if jobs else  # (its ranks that lack them: rank 3 [nsys without NVTX trace] has no ...)
+              f"[{got[2]}] has no {' or '.join(got[1])} scope")
+    lacks.append(f"{command}: {label} (a repeat of the base){':' if jobs else ''} {lacked}: the "
+                 f"{' and '.join(got[1])} rows are judged without its noise")
     asked = job_diff.scopes_asked(by) if jobs else _diff.scopes_asked(by, _diff.SCOPES)
     return got[0] if asked else by
 

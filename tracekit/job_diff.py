@@ -398,9 +398,11 @@ def measured_scopes(tk, base: Job, new: Job, by: list[str] | str | None = None,
     every pair of the jobs' ranks has (None: every scope they share; ``job`` where they
     share nvtx), in ``SCOPES``' order; those of ``wanted`` it lacks (the scopes the other
     jobs are compared with the base in, whose noise a repeat of the base job, ``new``,
-    measures: ``compare --jobs``); and, for the first it lacks, the ranks without it and
-    what their captures did not trace (diff's words, ``rank 3 [nsys without NVTX trace]``).
-    None where the jobs share no rank or no scope (``compare_jobs`` says why)."""
+    measures: ``compare --jobs``); and which ranks lack which of them, with what their
+    captures did not trace (diff's words: ``rank 0 [nsys without Python sample trace] has no
+    python scope; ranks 2, 3 [nsys without CPU sample trace] have no cpu scope``; the base's
+    ranks where the repeat's have it). None where the jobs share no rank or no scope
+    (``compare_jobs`` says why)."""
     from . import diff as _diff
 
     asked = scopes_asked(by)
@@ -414,14 +416,18 @@ def measured_scopes(tk, base: Job, new: Job, by: list[str] | str | None = None,
         return None
     scopes = [s for s in SCOPES if s in common and (not asked or s in asked)]
     lacking = [s for s in SCOPES if s in wanted and s not in scopes]
-    if not lacking:
-        return scopes, lacking, ""
-    scope = "nvtx" if lacking[0] == "job" else lacking[0]
-    for role, at in (("", 2), (" of the base job", 1)):  # (the repeat's ranks; else the base's paired with them)
-        ranks = [(pair[0], pair[at]) for pair in sides if scope not in _scopes(pair[at])]
-        if ranks:
-            return scopes, lacking, f"{ranks_text(k for k, _ in ranks)}{role} [{_diff._kinds(ranks[0][1], scope)}]"
-    return scopes, lacking, ""
+    said: dict[str, list[str]] = {}  # (who lacks them, with why -> the scopes)
+    for scope in lacking:
+        events = "nvtx" if scope == "job" else scope  # (the job's time is read from its ranks' NVTX ranges)
+        for role, at in (("", 2), (" of the base job", 1)):  # (the repeat's ranks; else the base's paired with them)
+            ranks = [(pair[0], pair[at]) for pair in sides if events not in _scopes(pair[at])]
+            if ranks:
+                many = len(ranks) > 1
+                who = f"{ranks_text(k for k, _ in ranks)}{role} [{_diff._kinds(ranks[0][1], events)}] " \
+                      f"{'have' if many else 'has'}"
+                said.setdefault(who, []).append(scope)
+                break
+    return scopes, lacking, "; ".join(f"{who} no {' or '.join(sc)} scope" for who, sc in said.items())
 
 
 def _scopes(side) -> set[str]:

@@ -191,3 +191,24 @@ def test_a_launch_setting_that_moved_in_some_launches_is_said(tmp_path, planted,
     row = _with_registers(tmp_path, planted)[("matmul_kernel", "registers_per_thread")]
     assert row["verdict"] == "unchanged" and row["note"] == f"matched by name and NVTX path; {note}", row["note"]
     assert D.shown_verdicts(pl.DataFrame([row]))[0] == "not judged"
+
+
+def test_what_moved_names_the_nvtx_path_of_each_occupancy_that_moved_its_own_way(tmp_path):
+    """A kernel under two NVTX paths (a key each, ``kernel @ path``) whose occupancy moved unlike
+    under each: what moved names the path of each; alike under both, it is said once, unnamed.
+    The GEMM's real rows, given under two paths, one's occupancy moved otherwise."""
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        tk.ingest(A, name="occ_a")
+        tk.ingest(B, name="occ_b")
+        df = tk.diff("occ_a", "occ_b", by="ncu")
+    gemm = df.filter(pl.col("key").str.starts_with("matmul_kernel"))
+    two = pl.concat([gemm.with_columns(pl.lit("matmul_kernel @ fwd").alias("key")),
+                     gemm.with_columns(pl.lit("matmul_kernel @ bwd").alias("key"))])
+    (line,) = [x for x in D.moved(two) if x.startswith("ncu matmul_kernel")]
+    assert line.count("theoretical occupancy 12.5 % -> 6.25 % (limiter: registers -> shared_mem;") == 1, line
+    other = two.with_columns(pl.when((pl.col("key") == "matmul_kernel @ bwd")
+                                     & (pl.col("metric") == "theoretical_occupancy_pct"))
+                             .then(pl.lit(9.375)).otherwise(pl.col("new")).alias("new"))
+    (line,) = [x for x in D.moved(other) if x.startswith("ncu matmul_kernel")]
+    assert "theoretical occupancy @ fwd 12.5 % -> 6.25 % (limiter" in line, line
+    assert "theoretical occupancy @ bwd 12.5 % -> 9.38 % (limiter" in line, line

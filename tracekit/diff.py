@@ -3026,15 +3026,18 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
 
     def occupancy(m: dict[str, list[dict]]) -> list[str]:
         """The kernel's theoretical occupancy where it moved, with why (its note's reasons): a
-        narrow table cuts the note, and it is often what changed the time."""
-        said = []
+        narrow table cuts the note, and it is often what changed the time. Of a kernel under
+        several NVTX paths (a key each) that moved unlike each other, each path's, named."""
+        said: dict[str, list[str]] = {}  # what moved -> the NVTX paths it moved so under
         for r in m.get("theoretical_occupancy_pct", []):
             b, n = val(r["base"]), val(r["new"])
             if b is not None and n is not None and b != n:
                 why = [p for p in (r["note"] or "").split("; ")
                        if p.startswith(OCCUPANCY_WHY[:2]) or OCCUPANCY_WHY[2].match(p)]
-                said.append(f"theoretical occupancy {b:.3g} % -> {n:.3g} %" + (f" ({'; '.join(why)})" if why else ""))
-        return list(dict.fromkeys(said))
+                text = f"{b:.3g} % -> {n:.3g} %" + (f" ({'; '.join(why)})" if why else "")
+                said.setdefault(text, []).append(r["key"].partition(" @ ")[2])
+        return [f"theoretical occupancy{' @ ' + ', '.join(paths) if len(said) > 1 and all(paths) else ''} {text}"
+                for text, paths in said.items()]
 
     label = short_keys(sorted(keys))  # (an ncu key is its kernel @ its NVTX path: the kernels told apart)
     for name in sorted(judged, key=lambda k: -moved_by(k))[:top]:

@@ -581,9 +581,9 @@ class Tracekit:
             if "different configuration" in first:  # (DuckDB: one process opens a file one way at a time)
                 raise TracekitError(
                     f"{self.path}: cannot open database {'read-only' if read_only else 'for writing'}: this process "
-                    f"has it open already another way (a tracekit.open of it {'for writing' if read_only else 'read-only'}"
-                    ", or with other settings); use that one, or close it first (tk.close(), or open it in a with "
-                    "block)") from None
+                    "has it open already another way (another tracekit.open or duckdb.connect of it, read-only where "
+                    "this is not or the other way round, or with other settings); use that one, or close it first "
+                    "(tk.close(), or open it in a with block)") from None
             raise TracekitError(f"{self.path}: cannot open database ({first})") from err
 
     def _setup_writer(self, con: duckdb.DuckDBPyConnection) -> None:

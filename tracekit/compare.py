@@ -138,8 +138,10 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         raise ParamError(f"{command}: give at least one {what} to compare with the base (besides its repeats)")
     for ref in (base, *runs):
         expect(ref, (str, int, os.PathLike), f"{command}: a {what}")
-    # (a --by that names no scope: before any file is ingested)
-    job_diff.scopes_asked(by) if jobs else _diff.scopes_asked(by, _diff.SCOPES)
+    if jobs:  # (a --by that names no scope: before any file is ingested)
+        job_diff.scopes_asked(by)
+    else:
+        _diff.scopes_asked(by, _diff.SCOPES)
     # (files and folders as given; a job's folder stands for its exports)
     if jobs:
         given = [str(r).strip() if job_diff.is_job_folder(r) else None for r in (base, *runs)]
@@ -219,8 +221,8 @@ def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted
     got = (job_diff.measured_scopes if jobs else _diff.measured_scopes)(tk, base, ref, by, wanted)
     if got is None or not got[1]:
         return by
-    lacked = (f"{got[2]}" if jobs else  # (its ranks that lack them: rank 3 [nsys without NVTX trace] has no ...)
-              f"[{got[2]}] has no {' or '.join(got[1])} scope")
+    # (a job's ranks that lack them, each: rank 3 [nsys without NVTX trace] has no nvtx scope; ...)
+    lacked = got[2] if jobs else f"[{got[2]}] has no {' or '.join(got[1])} scope"
     lacks.append(f"{command}: {label} (a repeat of the base){':' if jobs else ''} {lacked}: the "
                  f"{' and '.join(got[1])} rows are judged without its noise")
     asked = job_diff.scopes_asked(by) if jobs else _diff.scopes_asked(by, _diff.SCOPES)

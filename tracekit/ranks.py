@@ -187,7 +187,6 @@ def identify(source: Path, export: Path | None, params: dict) -> dict:
                 f"{said}, but the export recorded {size}={env[size]}, a job of ranks 0 to {out['world_size'] - 1}; "
                 "give the job's size (--param world_size=N)")
     if renumbered:
-
         from .errors import CaptureWarning, warn_from_caller
 
         size_too = (f"; its {size}={env[size]}, of that numbering, is not taken (--param world_size=N gives the "

@@ -89,7 +89,6 @@ def read(path: Path) -> Parsed:
                          f"{', '.join(map(str, sorted(scored)))}; a log is one point: name it after the point it "
                          "ran at, one log a point")
     if odd:  # (said once the log is read: the notebook's pattern passed them over without a word)
-
         from ..errors import CaptureWarning, warn_from_caller
         from ..names import cut_end
 

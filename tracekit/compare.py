@@ -221,9 +221,8 @@ def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted
     got = (job_diff.measured_scopes if jobs else _diff.measured_scopes)(tk, base, ref, by, wanted)
     if got is None or not got[1]:
         return by
-    # (a job's ranks that lack them, each: rank 3 [nsys without NVTX trace] has no nvtx scope; ...)
-    lacked = got[2] if jobs else f"[{got[2]}] has no {' or '.join(got[1])} scope"
-    lacks.append(f"{command}: {label} (a repeat of the base){':' if jobs else ''} {lacked}: the "
+    # (what lacks them: the run, [nsys ...] has no ...; a job's ranks, each: rank 3 [...] has no ...)
+    lacks.append(f"{command}: {label} (a repeat of the base){':' if jobs else ''} {got[2]}: the "
                  f"{' and '.join(got[1])} rows are judged without its noise")
     asked = job_diff.scopes_asked(by) if jobs else _diff.scopes_asked(by, _diff.SCOPES)
     return got[0] if asked else by

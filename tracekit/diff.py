@@ -2713,10 +2713,11 @@ def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
     """The scopes ``diff(tk, base, new, by)`` compares where ``by`` is cut to the scopes both
     sides have (None: every scope both have, those compared only when asked left out), in
     ``SCOPES``' order; those of ``wanted`` it lacks (the scopes compared with another run,
-    which a repeat of the base, ``new``, measures the noise of: ``compare``); and ``new``'s kinds
-    of run, what it did not trace among them (diff's words). None where the two cannot be
-    compared at all, or share no scope but a sweep's requests (a capture of another tool: no
-    repeat of the other), and diff says why."""
+    which a repeat of the base, ``new``, measures the noise of: ``compare``); and that said of
+    ``new``, with its kinds of run and what it did not trace among them (diff's words: ``[nsys
+    without Python sample trace] has no python scope``; "" where it lacks none). None where
+    the two cannot be compared at all, or share no scope but a sweep's requests (a capture of
+    another tool: no repeat of the other), and diff says why."""
     with warnings.catch_warnings():  # (what resolving them says, the comparison says)
         warnings.simplefilter("ignore", CaptureWarning)
         try:
@@ -2730,7 +2731,7 @@ def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
         except QueryError:
             return None
     lacking = [s for s in SCOPES if s in wanted and s not in scopes]
-    return scopes, lacking, _kinds(sn, lacking[0] if lacking else None)
+    return scopes, lacking, f"[{_kinds(sn, lacking[0])}] has no {' or '.join(lacking)} scope" if lacking else ""
 
 
 def _why_absent(con, side: Side, points: list[str], role: str) -> list[str | None]:

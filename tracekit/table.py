@@ -485,8 +485,9 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             cols[i] = (c, header, values, cells, False)
         natural.append(_widest([header, *cells]))
     floors = [min(n, max(MIN_TEXT, names.text_width(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
-    whole = [(k, min(n, POINT_WIDTH)) for k, (n, i) in enumerate(zip(natural, text_idx, strict=True))
-             if cols[i][0].lower() in POINT_COLUMNS and min(n, POINT_WIDTH) > floors[k]]
+    # (a point's label whole where the others fit beside it: its floor its width, else as any text's)
+    whole = [max(f, min(n, POINT_WIDTH)) if cols[i][0].lower() in POINT_COLUMNS else f
+             for n, f, i in zip(natural, floors, text_idx, strict=True)]
     free = [cols[i][0].lower() in FREE_TEXT_COLUMNS for i in text_idx]
     heads = [[c[1]] for c in cols]
     widths = None
@@ -495,13 +496,9 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             heads = [_wrap(c[1], max(map(len, c[3]), default=0)) if c[4] else [c[1]] for c in cols]
         num_width = sum(max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True) if c[4])
         room = width - num_width - len(GAP) * (len(cols) - 1)
-        widths = None
-        if whole:  # (a point's label whole where the others fit beside it)
-            held = list(floors)
-            for k, w in whole:
-                held[k] = w
-            widths = _fit_free_last(natural, held, free, room)
-        widths = widths or _fit_free_last(natural, floors, free, room)
+        widths = _fit_free_last(natural, whole, free, room)
+        if widths is None and whole != floors:
+            widths = _fit_free_last(natural, floors, free, room)
         if widths == natural:
             break
     if widths is None:

@@ -203,6 +203,13 @@ def chart_marks(path: Path) -> Page:
     return load(path, "window.tracekitChart && window.tracekitChart.done", _CHART_MARKS_JS)
 
 
+#: the comparison tables (diff, compare, jobs) wider than their section at the page's width,
+#: as [section id, table width, room] in CSS px: empty where each fits, its notes wrapping
+COMPARISONS_OVERFLOW_JS = """Array.prototype.filter.call(document.querySelectorAll(".scroll"), function (d) {
+    return d.querySelector("table.diff") && d.scrollWidth > d.clientWidth; }).map(function (d) {
+    return [d.closest("section").id, d.scrollWidth, d.clientWidth]; })"""
+
+
 def report_drawn(path: Path) -> Page:
     """A report (``tracekit report``'s) drawn in Chromium: ``value`` is ``window.tracekitReport``
     (charts, rendered, failed, marks per chart), with the console errors and exceptions."""

@@ -544,7 +544,7 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
     """report --run R --vs B, R and B ranks of two jobs: after the runs' comparison, the jobs'
     (the table of diff_jobs, the job-diff chart), drawn in Chromium; two ranks of one job, or
     a run without a rank, get the runs' comparison alone."""
-    from browser import chromium, load
+    from browser import COMPARISONS_OVERFLOW_JS, chromium, load
 
     from tracekit.report import build
     from tracekit.report import render as render_report
@@ -564,11 +564,14 @@ def test_a_report_of_a_rank_against_a_rank_of_another_job_compares_the_jobs(tk, 
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium; CI installs it)")
     out = tmp_path / "r.html"
     out.write_text(render_report(rep), encoding="utf-8")  # (the page the report built above: not built again)
-    page = load(out, "window.tracekitReport && window.tracekitReport.done", "window.tracekitReport")
+    page = load(out, "window.tracekitReport && window.tracekitReport.done",
+                f"{{state: window.tracekitReport, overflow: {COMPARISONS_OVERFLOW_JS}}}")
     drawn = _once(job_diff.rank_changes, tk, "5", "9")
-    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.value["failed"] == 0
-    assert page.value["marks"]["chart-job-diff"] == drawn.height + drawn.filter(
+    state = page.value["state"]
+    assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and state["failed"] == 0
+    assert state["marks"]["chart-job-diff"] == drawn.height + drawn.filter(
         pl.col("verdict").is_in(["regressed", "improved"])).height
+    assert page.value["overflow"] == []  # (the runs' and the jobs' tables fit 1,400 px)
 
 
 def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, tmp_path):

@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from browser import chromium, load, png_pixels
+from browser import COMPARISONS_OVERFLOW_JS, chromium, load, png_pixels
 from conftest import captured_again
 
 import tracekit
@@ -749,11 +749,12 @@ _DIFF_SORT_JS = """(function () {
   var idx = Array.prototype.indexOf.call(th.parentNode.children, th);
   var col = function () { return Array.prototype.map.call(table.tBodies[0].rows, function (r) {
       var v = r.cells[idx].dataset.v; return v === undefined ? null : parseFloat(v); }); };
+  var overflow = OVERFLOW;
   th.click(); var first = col(); th.click(); var second = col();
-  return {state: window.tracekitReport, first: first, second: second,
+  return {state: window.tracekitReport, first: first, second: second, overflow: overflow,
           colours: Array.prototype.map.call(table.querySelectorAll("td.verdict"), function (td) {
               return [td.textContent, getComputedStyle(td).color]; })};
-})()"""
+})()""".replace("OVERFLOW", COMPARISONS_OVERFLOW_JS)
 
 
 @needs_chromium
@@ -803,6 +804,7 @@ def test_report_vs_base_in_chromium(reports, tmp_path):
         assert values[: len(numbers)] == numbers  # rows without a change (added, removed) last
     colours = {v: c for v, c in page.value["colours"]}
     assert len({colours["regressed"], colours["unchanged"], colours["added"]}) == 3
+    assert page.value["overflow"] == []  # (at 1,400 px: the keys and notes wrap, no column past the edge)
 
 
 @pytest.fixture(scope="module")

@@ -683,7 +683,7 @@ def compare_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
     rows = []
     for k, t in zip(shown.select(keys).unique(maintain_order=True).iter_rows(), text.iter_rows(named=True), strict=True):
         cells = [f"<td>{html.escape(k[0])}</td>",
-                 f'<td class="name" title="{html.escape(k[1])}">{html.escape(t["key"])}</td>',
+                 f'<td class="key" title="{html.escape(k[1])}">{html.escape(t["key"])}</td>',
                  f"<td>{html.escape(k[2])}</td>", _num_cell(base.get(k), t[cols[3]])]
         for run, col in zip(runs, cols[4:], strict=True):
             verdict, delta = cell.get((*k, run), (None, None))
@@ -732,7 +732,7 @@ def _comparison_html(df: pl.DataFrame, limit: int, display: Callable[..., pl.Dat
     for r, t in zip(shown.iter_rows(named=True), text.iter_rows(named=True), strict=True):
         rows.append("<tr>" + "".join((
             f"<td>{html.escape(r['scope'])}</td>",
-            f'<td class="name" title="{html.escape(r["key"])}">{html.escape(t["key"])}</td>',
+            f'<td class="key" title="{html.escape(r["key"])}">{html.escape(t["key"])}</td>',
             f"<td>{html.escape(r['metric'])}</td>",
             _num_cell(r["base"], t["base"]), _num_cell(r["new"], t["new"]), _num_cell(r["delta_pct"], t["delta"]),
             *(cell(r, t) for *_, cell in extra),
@@ -1518,7 +1518,7 @@ th{background:#f6f8fa;cursor:pointer;user-select:none;position:sticky;top:0}
 th.num,td.num{text-align:right;font-variant-numeric:tabular-nums}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 td.name{max-width:520px;overflow:hidden;text-overflow:ellipsis}
-td.note{white-space:normal;min-width:260px;color:#57606a}
+table.diff th{white-space:normal}td.key{white-space:normal;min-width:220px;overflow-wrap:anywhere}td.note{white-space:normal;min-width:260px;color:#57606a;overflow-wrap:anywhere}
 table.prose{width:100%}td.prose{white-space:normal;min-width:240px;overflow-wrap:anywhere}
 td.verdict{font-weight:600}td.v-regressed{color:#c62828}td.v-improved{color:#2e7d32}
 td.v-unchanged,td.v-not-judged{color:#8c959f;font-weight:400}td.v-added,td.v-removed{color:#6a3fb5}

@@ -263,6 +263,38 @@ def test_distinct_labels_never_read_alike():
         assert told or width < 20, width
 
 
+def test_a_label_cut_again_marks_where_it_cuts_a_word():
+    """Every kernel name of the real captures as diff's tables show it (``short_keys``'
+    label, narrowed again by ``label_shortener``, as a narrow terminal does): what comes
+    before the words in brackets (or a number) keeps each word whole, or ends it with an
+    ellipsis; it read "vecto [tanh]" (nsys_jobs' tanh kernel) where a label already cut was
+    cut again for its brackets, "vecto #1" where it was numbered."""
+    from tracekit import diff
+
+    all_names = set()
+    for stats in [*DATA.glob("*/stats/cuda_gpu_kern_sum.csv"), *DATA.glob("*/*/stats/cuda_gpu_kern_sum.csv")]:
+        with open(stats) as fh:
+            all_names |= {r["Name"] for r in csv.DictReader(fh)}
+    all_names = sorted(all_names)
+    labels = diff.short_keys(all_names)
+    shorten = diff.label_shortener(pl.DataFrame({"scope": "kernel", "key": all_names}))
+    token = re.compile(r"[A-Za-z0-9]+")
+    for width in (8, 12, 14, 16, 18, 20, 24, 30, 40, 60):
+        shown = names.distinct_labels([labels[n] for n in all_names], width, shorten)
+        assert len(set(shown)) == len(shown) and max(map(len, shown)) <= width, width
+        for name, lab in zip(all_names, shown, strict=True):
+            if lab.startswith(names.ELLIPSIS):  # (a tail: from where the names part)
+                continue
+            head = re.split(r" \[| #[0-9]", lab)[0]
+            whole = set(token.findall(name))
+            cut = [m.group() for m in token.finditer(head)
+                   if m.group() not in whole and not head[m.end():].startswith(names.ELLIPSIS)]
+            assert not cut, (width, lab, name)
+    tanh = next(n for n in all_names if "vectorized_elementwise_kernel" in n and "tanh_kernel_cuda" in n)
+    shown = dict(zip(all_names, names.distinct_labels([labels[n] for n in all_names], 18, shorten), strict=True))
+    assert shown[tanh] == "vectorized… [tanh]"
+
+
 def test_free_text_gives_up_its_width_first_and_is_cut_at_the_end():
     """A note narrows before a key or a name does, and is cut where it ends: no labels
     told apart in it ('host-t… [71]' read as nothing)."""

@@ -275,7 +275,7 @@ def _number_the_rest(values: Sequence[str | None], labels: list[str], width: int
             owners.setdefault(lab, set()).add(str(v))
     clash = sorted({str(v) for v, lab in zip(values, labels, strict=True) if v is not None and len(owners[lab]) > 1})
     number = {v: k + 1 for k, v in enumerate(clash)}
-    return [_with_suffix(lab.rstrip(ELLIPSIS), f" #{number[str(v)]}", width) if v is not None and str(v) in number
+    return [_with_suffix(lab, f" #{number[str(v)]}", width) if v is not None and str(v) in number
             else lab for v, lab in zip(values, labels, strict=True)]
 
 
@@ -296,10 +296,26 @@ def _bracketed(label: str, words: str, width: int) -> str | None:
     return _with_suffix(label, f" [{cut_end(words, room)}]", width)
 
 
-def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> dict[str, str]:
+def _shared_head(label: str, names: list[str]) -> str:
+    """What the labels that tell ``names`` apart start with: their shared ``label``; where it
+    is the start they all share cut at the end, that start to its last whole word
+    (``at::native::vectorized_elementwise_kernel`` for ``at::native::vecto…``), which cutting
+    again for the words beside it marks with an ellipsis where it cuts it."""
     base = label.rstrip(ELLIPSIS)
+    if base == label or not all(n.startswith(base) for n in names):
+        return label
+    shared = os.path.commonprefix(names)
+    end = len(shared)
+    while end > len(base) and not all(end == len(n) or not (n[end].isalnum() or n[end] == "_") for n in names):
+        end -= 1
+    head = re.sub(r"\W+$", "", shared[:end])
+    return head if len(head) > len(base) else label
+
+
+def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> dict[str, str]:
+    base = _shared_head(label, names)
     common = set(_WORD.findall(names[0])).intersection(*(_WORD.findall(n) for n in names[1:]))
-    common |= set(_WORD.findall(base))
+    common |= set(_WORD.findall(base.rstrip(ELLIPSIS)))
     words = {n: _words(n, common) for n in names}
     out = {}
     for n in names:  # each name with the fewest of its words that no other name starts with

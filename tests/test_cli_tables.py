@@ -663,9 +663,11 @@ def test_sql_table_shows_the_first_thousand_rows(db, capsys, monkeypatch):
         assert tk.sql_head("SELECT 1 AS a", rows=3)[0].height == 1 and tk.sql_head("CHECKPOINT", rows=3)[1] == 0
 
 
-def test_display_columns_without_a_value_are_left_out(db, capsys):
+def test_display_columns_without_a_value_are_left_out(db, capsys, tmp_path):
     """ncu-source shows its instruction columns by instruction only: by line they hold no
-    value, and the footer counts them among the hidden columns."""
+    value, and the footer counts them among the hidden columns and names them; so does
+    nvtx-memory its NVTX path and time held where every allocation (hstu_capture_mem's) was
+    made outside NVTX ranges and none was freed."""
     rc, by_line, _ = _run(capsys, "--db", db, "query", "ncu-source", "--run", "ncu", "-p", "kernel=softmax",
                           "--limit", "3")
     header = by_line.split("\n-")[0]
@@ -673,8 +675,13 @@ def test_display_columns_without_a_value_are_left_out(db, capsys):
     rc, by_inst, _ = _run(capsys, "--db", db, "query", "ncu-source", "--run", "ncu", "-p", "kernel=softmax",
                           "-p", "by=instruction", "--limit", "3")
     assert rc == 0 and "sass" in by_inst.split("\n-")[0]
-    shown = int(by_line.rsplit("; ", 1)[1].split(" of ")[0])
-    assert shown == int(by_inst.rsplit("; ", 1)[1].split(" of ")[0]) - 2  # pc_offset and sass
+    counted = [re.search(r"; ([0-9]+) of [0-9]+ columns \((.*)\)$", out.rstrip()) for out in (by_line, by_inst)]
+    assert int(counted[0][1]) == int(counted[1][1]) - 2
+    assert counted[0][2].endswith("pc_offset, sass; --all-columns for all") and "sass" not in counted[1][2]
+    mem = str(tmp_path / "m.duckdb")
+    assert _run(capsys, "--db", mem, "ingest", str(DATA / "hstu_capture_mem"))[0] == 0
+    rc, out, _ = _run(capsys, "--db", mem, "query", "nvtx-memory")
+    assert rc == 0 and out.rstrip().endswith("columns (no value in nvtx_path, held_ns; --all-columns for all)"), out
 
 
 def test_an_nvtx_range_without_text_reads_unnamed_in_tables_and_diffs(tmp_path, capsys):
@@ -855,8 +862,10 @@ def test_columns_left_empty_for_want_of_metrics_are_said(db, tmp_path, capsys):
     sections = str(tmp_path / "s.duckdb")
     assert _run(capsys, "--db", sections, "ingest", str(DATA / "ncu_sections" / "report.ncu-rep.xz"))[0] == 0
     rc, out, _ = _run(capsys, "--db", sections, "query", "roofline")
-    assert rc == 0 and out.splitlines()[-1] == ("no value in precision, flops_per_s, ai_dram, roof_pct, bound; the "
-                                                "report lacks metrics (--columns missing_metrics names them)")
+    assert rc == 0 and out.splitlines()[-2].endswith(
+        "(no value in precision, flops_per_s, ai_dram, roof_pct, bound; --all-columns for all)")
+    assert out.splitlines()[-1] == ("the report lacks the metrics of those without a value (--columns "
+                                    "missing_metrics names them)")
     rc, out, _ = _run(capsys, "--db", sections, "query", "roofline", "--columns", "kernel_id,missing_metrics")
     assert rc == 0 and "smsp__sass_thread_inst_executed_op_{hadd,hmul,hfma}" in out and "no value in" not in out
     rc, out, _ = _run(capsys, "--db", db, "query", "roofline", "--run", "ncu")

@@ -384,9 +384,9 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
     """Render ``rows`` (a ``table.Rows``) as a terminal table: ``columns`` if given, else
     every column with ``all_columns``, else ``display`` (a query's @display) if any, less
     the display columns that hold no value in any row (such as a query's columns of
-    another mode: ncu-source's instruction by line). Where the result names metrics the
-    report lacks (an ncu query's ``missing_metrics``), the display columns left out for want
-    of a value are named, with where to read which metrics are missing."""
+    another mode: ncu-source's instruction by line), which the footer names. Where the
+    result names metrics the report lacks (an ncu query's ``missing_metrics``), a line
+    says so, and where to read which."""
     from .table import render
 
     lacking = ""
@@ -394,11 +394,9 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
         rows = rows.select(columns)
     elif display and not all_columns:
         full, rows = rows, rows.select(display).without_empty()
-        empty = [c for c in display if c not in rows.columns]
         at = full.columns.index("missing_metrics") if "missing_metrics" in full.columns else None
-        if empty and at is not None and any(r[at] for r in full.rows):
-            lacking = (f"no value in {', '.join(empty)}; the report lacks metrics (--columns missing_metrics "
-                       "names them)\n")
+        if rows.empty and at is not None and any(r[at] for r in full.rows):
+            lacking = "the report lacks the metrics of those without a value (--columns missing_metrics names them)\n"
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
     _write(render(rows, width=width, timeunit=timeunit, more=more) + lacking, out, store_path)
 

@@ -28,7 +28,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
@@ -98,6 +98,7 @@ class Rows:
     #: (compare's runs: ``24.537 ms (+14.9%, regressed on 3/4 ranks)``): cut at the end, no
     #: labels told apart, as sentences are (a '/' in ``3/4`` is no path)
     worded: tuple[str, ...] = ()
+    empty: list[str] = field(default_factory=list)  # the hidden columns left out for holding no value
 
     def shortener(self, col: str) -> Callable[[str, int], str]:
         """How a text column's cells are shortened, by what the column holds: its own
@@ -176,10 +177,10 @@ class Rows:
         keep = [i for i in range(len(self.columns)) if not self.rows or any(r[i] is not None for r in self.rows)]
         if len(keep) == len(self.columns):
             return self
-        return Rows([self.columns[i] for i in keep], [self.types[i] for i in keep],
-                    [tuple(r[i] for i in keep) for r in self.rows], self.total,
-                    self.hidden + [c for i, c in enumerate(self.columns) if i not in keep], self.kernel_columns,
-                    self.shorteners, self.worded)
+        dropped = [c for i, c in enumerate(self.columns) if i not in keep]
+        return replace(self, columns=[self.columns[i] for i in keep], types=[self.types[i] for i in keep],
+                       rows=[tuple(r[i] for i in keep) for r in self.rows], hidden=self.hidden + dropped,
+                       empty=self.empty + dropped)
 
 
 # -- one column ---------------------------------------------------------------------
@@ -589,5 +590,6 @@ def _footer(rows: Rows, more: str | None) -> str:
         text = f"{n:,} row" + ("" if n == 1 else "s")
     if rows.hidden:
         shown = len(rows.columns)
-        text += f"; {shown} of {shown + len(rows.hidden)} columns (--all-columns for all)"
+        empty = f"no value in {', '.join(rows.empty)}; " if rows.empty else ""
+        text += f"; {shown} of {shown + len(rows.hidden)} columns ({empty}--all-columns for all)"
     return text

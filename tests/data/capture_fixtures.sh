@@ -62,6 +62,11 @@
 #                   (RANKS_ARGS="--straggler 1 --backward-layers 40"), then `programs/plant.py jobs OUTDIR`;
 #                   nsys_ranks_mem is RANKS=4 RANKS_NAME=nsys_ranks_mem RANKS_KIND=ranks_mem
 #                   RANKS_ARGS="--hold-rank 1 --hold-mb 512" (each rank's GPU memory recorded; rank 1 holds 512 MiB more)
+#   RANKS_KINDS     RANK:KIND pairs, a rank's options' case in place of RANKS_KIND. nsys_jobs_mem is three 4-rank jobs
+#                   of RANKS=4 RANKS_KIND=ranks_mem on one machine: RANKS_NAME=nsys_jobs_mem/base RANKS_ARGS="--hold-rank
+#                   1 --hold-mb 512" (nsys_ranks_mem's job), nsys_jobs_mem/more (--hold-mb 1024: rank 1 holds 512 MiB
+#                   more) and nsys_jobs_mem/mixed (base's job again, RANKS_KINDS="0:ranks_mem_no_nvtx 2:ranks": rank 0
+#                   captured without NVTX, rank 2 without its GPU memory; its plant: `programs/plant.py mixed`)
 #   RANKS_MISSED    a rank whose capture misses its GPU work (options ranks_missed): nsys_jobs/missed is RANKS=4
 #                   RANKS_NAME=nsys_jobs/missed RANKS_MISSED=3 RANKS_ARGS="--teardown-rank 3" (base's program;
 #                   its plant: `programs/plant.py missed`)
@@ -209,6 +214,7 @@ options() {
     ranks_missed) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --capture-range=nvtx --nvtx-capture=teardown" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     ranks_mem) echo "-t cuda,nvtx,osrt --cuda-graph-trace=node --cuda-memory-usage=true" ;;  # (each rank's GPU memory)
+    ranks_mem_no_nvtx) echo "-t cuda,osrt --cuda-graph-trace=node --cuda-memory-usage=true" ;;  # (NVTX not traced)
     jax_graph) echo "-t cuda,nvtx,osrt --cuda-graph-trace=graph --capture-range=nvtx --nvtx-capture=steps" \
       "--capture-range-end=stop -e NSYS_NVTX_PROFILER_REGISTER_ONLY=0" ;;
     cpu_only*) echo "-t nvtx,osrt" ;;  # a host-side program traced without CUDA: no CUPTI table
@@ -436,7 +442,10 @@ rm -f /tmp/*.qdstrm /tmp/nvidia/nsight_systems/*.qdstrm 2>/dev/null
 
 # nsys_ranks: RANKS processes started together, each under its own nsys, round-robin over the GPUs
 rank_kind() {  # rank -> its nsys options' case
-  if [ "$1" = "${RANKS_MISSED:-}" ]; then echo ranks_missed; else echo "${RANKS_KIND:-ranks}"; fi
+  local pair
+  if [ "$1" = "${RANKS_MISSED:-}" ]; then echo ranks_missed; return; fi
+  for pair in ${RANKS_KINDS:-}; do [ "${pair%%:*}" = "$1" ] && { echo "${pair#*:}"; return; }; done
+  echo "${RANKS_KIND:-ranks}"
 }
 if [ -n "${RANKS:-}" ]; then
   d="$out/${RANKS_NAME:-nsys_ranks}"; mkdir -p "$d"
@@ -707,6 +716,7 @@ rm -rf "$out/.tk"
 
 # the plants, from the programs' constants and NVIDIA's own CSVs
 [ -d "$out/nsys_diff_regressed" ] && python3 "$here/programs/plant.py" diff "$out"
-[ -n "${RANKS:-}" ] && python3 "$here/programs/plant.py" "$([ -n "${RANKS_MISSED:-}" ] && echo missed || echo ranks)" \
+[ -n "${RANKS:-}" ] && python3 "$here/programs/plant.py" \
+  "$([ -n "${RANKS_MISSED:-}" ] && echo missed || { [ -n "${RANKS_KINDS:-}" ] && echo mixed; } || echo ranks)" \
   "$out" "${RANKS_NAME:-nsys_ranks}"
 exit 0

@@ -4,6 +4,7 @@
     python3 plant.py ranks OUTDIR [NAME]   # OUTDIR/NAME (default nsys_ranks)
     python3 plant.py jobs  OUTDIR    # OUTDIR/nsys_jobs: its three jobs (each as ranks) and the pair's plant
     python3 plant.py missed OUTDIR [NAME]  # OUTDIR/NAME (default nsys_jobs/missed): a rank's window missed its work
+    python3 plant.py mixed OUTDIR NAME   # OUTDIR/NAME: a job whose ranks were captured with different options
 
 The expectations come from the programs (nsys_diff.py, nsys_ranks.py: what was planted,
 where, in which direction); the kernel names are taken as nsys prints them from the
@@ -173,17 +174,41 @@ def diff(out: Path) -> None:
     print(f"wrote {reg_dir}/plant.json and PLANT.md")
 
 
-def _step_children(export_xz: Path) -> dict[str, list[int]]:
-    """Per `step` instance (in order), the duration in ns of each child range, from the export."""
+def _query(export_xz: Path, sql: str) -> list[tuple] | None:
+    """The rows of ``sql`` on the compressed export (None where a table it reads is not in it)."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "export.sqlite"
         with lzma.open(export_xz) as src, open(db, "wb") as dst:
             shutil.copyfileobj(src, dst)
         con = sqlite3.connect(db)
-        rows = con.execute(
-            "SELECT coalesce(e.text, s.value), e.start, e.\"end\" FROM NVTX_EVENTS e "
-            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start").fetchall()
-        con.close()
+        try:
+            return con.execute(sql).fetchall()
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e):
+                return None
+            raise
+        finally:
+            con.close()
+
+
+def _device_memory_peak(export_xz: Path) -> int | None:
+    """The most device memory (memKind 2) the process held at once, in bytes, from the
+    export's CUDA_GPU_MEMORY_USAGE_EVENTS (--cuda-memory-usage=true; None without it)."""
+    rows = _query(export_xz, "SELECT CASE memoryOperationType WHEN 0 THEN bytes ELSE -bytes END "
+                             "FROM CUDA_GPU_MEMORY_USAGE_EVENTS WHERE memKind = 2 ORDER BY start, memoryOperationType DESC")
+    if rows is None:
+        return None
+    held = peak = 0
+    for (change,) in rows:
+        held += change
+        peak = max(peak, held)
+    return peak
+
+
+def _step_children(export_xz: Path) -> dict[str, list[int]]:
+    """Per `step` instance (in order), the duration in ns of each child range, from the export."""
+    rows = _query(export_xz, "SELECT coalesce(e.text, s.value), e.start, e.\"end\" FROM NVTX_EVENTS e "
+                             "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start") or []
     steps = [(a, b) for name, a, b in rows if name == "step"]
     out: dict[str, list[int]] = {}
     for name in ("forward", "exchange", "backward"):
@@ -279,6 +304,9 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
             "duration_ns": per_step,
         },
     }
+    peaks = {d.name: _device_memory_peak(d / "export.sqlite.xz") for d in rank_dirs}
+    if any(v is not None for v in peaks.values()):
+        plant["device_memory_peak_bytes"] = peaks
     (root / "plant.json").write_text(json.dumps(plant, indent=2) + "\n")
     lines = [
         f"# {name}: a {world}-rank job with a planted straggler",
@@ -320,6 +348,13 @@ def ranks(out: Path, name: str = "nsys_ranks") -> None:
     lines += ["", f"Per `step` instance (from the exports, {n_steps} steps): rank {prog.STRAGGLER} has the longest "
               f"`forward` in {slowest_forward} and the shortest `exchange` in {shortest_exchange} of them "
               "(`observed_per_step` in plant.json holds every duration)."]
+    if "device_memory_peak_bytes" in plant:
+        hold = re.search(r"--hold-rank[ =](\d+) --hold-mb[ =](\d+)", _command(rank_dirs[0]))
+        lines += ["", "Captured with `--cuda-memory-usage=true`"
+                  + (f" and `--hold-rank {hold.group(1)} --hold-mb {hold.group(2)}` (rank {hold.group(1)} allocates "
+                     f"{hold.group(2)} MiB more in its warm-up and holds it to the end)" if hold else "")
+                  + ". Device memory at its peak per rank, from the exports (CUDA_GPU_MEMORY_USAGE_EVENTS): "
+                  + ", ".join(f"rank {r[4:]} {v:,} B" for r, v in peaks.items() if v is not None) + "."]
     if gpus == world:
         lines += ["", "Each rank has a GPU of its own; `forward` is bound by each rank's own CPU thread (the "
                   "host-side transforms)."]
@@ -445,6 +480,73 @@ def missed(out: Path, name: str = "nsys_jobs/missed") -> None:
     print(f"wrote {root}/plant.json and PLANT.md")
 
 
+def _traced(folder: Path) -> dict[str, bool]:
+    """What the rank's nsys command traced of what tracekit's optional scopes need: NVTX
+    (``-t``'s list) and GPU memory (``--cuda-memory-usage=true``)."""
+    command = _command(folder)
+    trace = re.search(r"(?:-t|--trace)[ =]([\w,]+)", command)
+    return {"nvtx": bool(trace) and "nvtx" in trace.group(1).split(","),
+            "cuda_memory_usage": "--cuda-memory-usage=true" in command}
+
+
+def mixed(out: Path, name: str) -> None:
+    """A job whose ranks were captured with different nsys options (RANKS_KINDS): the same
+    program on every rank, so against a job of the same program and arguments it is the
+    noise; each rank's options say which scopes it has (without NVTX: no job or nvtx scope;
+    without --cuda-memory-usage: no memory scope)."""
+    root = out / name
+    rank_dirs = sorted((p for p in root.glob("rank*") if p.is_dir()), key=lambda p: int(p.name[4:]))
+    args = _command(rank_dirs[0]).split("nsys_ranks.py", 1)[1].split()
+    traced = {d.name: _traced(d) for d in rank_dirs}
+    kern = {d.name: {r["Name"]: int(r["Instances"]) for r in _csv(d / "stats" / "cuda_gpu_kern_sum.csv")}
+            for d in rank_dirs}
+    nvtx = {d.name: {r["Range"]: int(r["Instances"]) for r in _csv(d / "stats" / "nvtx_sum.csv")}
+            if (d / "stats" / "nvtx_sum.csv").exists() else {} for d in rank_dirs}
+    peaks = {d.name: _device_memory_peak(d / "export.sqlite.xz") for d in rank_dirs}
+    for d in rank_dirs:  # the export holds what its options traced, and nothing else
+        t = traced[d.name]
+        if bool(nvtx[d.name]) != t["nvtx"] or (peaks[d.name] is not None) != t["cuda_memory_usage"] or not kern[d.name]:
+            raise SystemExit(f"{d}: options {t}, but NVIDIA's nvtx_sum has {len(nvtx[d.name])} ranges, the export "
+                             f"{'has' if peaks[d.name] is not None else 'has no'} GPU memory usage and "
+                             f"cuda_gpu_kern_sum {len(kern[d.name])} kernels")
+
+    def lacks(t: dict[str, bool]) -> list[str]:
+        return [w for k, w in (("nvtx", "NVTX (no job or nvtx scope)"),
+                               ("cuda_memory_usage", "GPU memory usage (no memory scope)")) if not t[k]]
+
+    plant = {
+        "program": "tests/data/programs/nsys_ranks.py",
+        "args": args,
+        "world_size": len(rank_dirs),
+        "traced": traced,
+        "lacking": {d: lacks(t) for d, t in traced.items() if lacks(t)},
+        "expected": "the same program and arguments on every rank as a job captured with every rank's options: "
+                    "noise; each rank has the scopes its options traced",
+        "nsys_stats_kernel_instances": kern,
+        "nsys_stats_nvtx_instances": nvtx,
+        "device_memory_peak_bytes": peaks,
+    }
+    (root / "plant.json").write_text(json.dumps(plant, indent=2) + "\n")
+    lines = [
+        f"# {name}: one job, its ranks captured with different options",
+        "",
+        f"`tests/data/programs/nsys_ranks.py {' '.join(args)}`, {len(rank_dirs)} processes started together on "
+        "one GPU, each under its own `nsys profile`, as the other jobs of this program, but not "
+        "with the same options on every rank (RANKS_KINDS in capture_fixtures.sh; each rank's capture.txt has its "
+        "command):",
+        "",
+        *(f"- rank {d[4:]}: " + (f"without {' and without '.join(lacks(t))}" if lacks(t) else
+                                  "NVTX and GPU memory usage traced")
+          + (f"; device memory peak {peaks[d]:,} B" if peaks[d] is not None else "") for d, t in traced.items()),
+        "",
+        "Against a job of the same program captured with every rank's options, what the ranks share is noise, and "
+        "a comparison has each scope only on the ranks that traced it. Machine-readable: `plant.json`, with "
+        "NVIDIA's kernel and NVTX range instances per rank and each rank's device memory peak from its export.",
+    ]
+    (root / "PLANT.md").write_text("\n".join(lines) + "\n")
+    print(f"wrote {root}/plant.json and PLANT.md")
+
+
 if __name__ == "__main__":
     what, where = sys.argv[1], Path(sys.argv[2])
-    {"diff": diff, "ranks": ranks, "jobs": jobs, "missed": missed}[what](where, *sys.argv[3:])
+    {"diff": diff, "ranks": ranks, "jobs": jobs, "missed": missed, "mixed": mixed}[what](where, *sys.argv[3:])

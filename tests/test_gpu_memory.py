@@ -442,3 +442,64 @@ def test_the_rank_that_holds_more_memory_stands_out(tmp_path):
         for r in range(2):
             tk.ingest(DATA / "nsys_ranks" / f"rank{r}" / "export.sqlite.xz", name=f"plain_rank{r}")
         assert tk.query("rank-summary", run="plain_rank0")["gpu_memory_peak_bytes"].is_null().all()
+
+
+def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_each_traced(tmp_path, capsys):
+    """tests/data/nsys_jobs_mem (real, one H100): base, more (rank 1 holds 512 MiB more) and
+    mixed (base's job again, rank 0 captured without NVTX, rank 2 without GPU memory). Against
+    mixed, a comparison says what each rank lacks and leaves those scopes out: no row of them,
+    and no allocation of rank 0 read as moved out of its NVTX range (before: rank 0's pair said
+    nothing and judged 'Device memory outside NVTX ranges' +4906 % regressed). mixed as a
+    repeat of base measures the noise of the other scopes and says which rows go without it;
+    the plant reads as NVIDIA's peaks have it."""
+    import json
+    import warnings
+
+    from tracekit.errors import CaptureWarning, UntracedScopes
+
+    jobs = DATA / "nsys_jobs_mem"
+    peaks = {j: json.loads((jobs / j / "plant.json").read_text())["device_memory_peak_bytes"] for j in ("base", "more")}
+    with tracekit.open(tmp_path / "j.duckdb") as tk:
+        for job in ("base", "more", "mixed"):
+            for rank in range(4):
+                tk.ingest(jobs / job / f"rank{rank}" / "export.sqlite.xz", params={"job": job})
+        runs = {(r["job"], r["rank"]): f"run {r['run_id']} ({r['name']})" for r in tk.sql(
+            "SELECT run_id, name, params->>'job' AS job, (params->>'rank')::INT AS rank FROM runs").to_dicts()}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff_jobs("base", "mixed")
+        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        assert said == ["diff --jobs: rank 0 of the new job [nsys without NVTX trace] has no job or nvtx scope; rank 2 "
+                        "of the new job [nsys without CUDA memory usage trace] has no memory scope: the job and nvtx "
+                        "and memory rows are not compared"], said
+        assert set(df["scope"]) == {"kernel", "api", "memcpy", "gpu"}
+        assert df.filter(pl.col("scope").is_in(["kernel", "gpu"]))["verdict"].is_in(["unchanged"]).all()
+        # one rank's pair: its nvtx scope said, its GPU memory per GPU alone, unchanged
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pair = tk.diff(*(runs[(job, 0)].split()[1] for job in ("base", "mixed")))
+        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        assert said == [f"diff: {runs[('mixed', 0)]} [nsys without NVTX trace] has no nvtx scope: {runs[('base', 0)]}'s "
+                        "nvtx rows are not compared; GPU memory is compared per GPU, not per NVTX path"], said
+        memory = pair.filter(pl.col("scope") == "memory")
+        assert memory.height and memory["key"].str.starts_with("GPU 0 ").all()
+        assert set(memory["verdict"]) == {"unchanged"}
+        # mixed as the repeat: the plant judged, the rows mixed lacks said to go without its noise
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff_jobs("base", "more", repeats=["mixed"])
+        said = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning) and "scope" in str(w.message)]
+        assert said == ["diff --jobs: mixed (a repeat of the base): rank 0 [nsys without NVTX trace] has no job or "
+                        "nvtx scope; rank 2 [nsys without CUDA memory usage trace] has no memory scope: the job and "
+                        "nvtx and memory rows are judged without its noise"], said
+        peak = df.filter((pl.col("scope") == "memory") & (pl.col("key") == "GPU 0 Device memory")
+                         & (pl.col("metric") == "peak_bytes")).row(0, named=True)
+        assert peak["new"] - peak["base"] == peaks["more"]["rank1"] - peaks["base"]["rank1"] == 512 * MIB
+        assert peak["base"] == sum(peaks["base"].values()) and peak["verdict"] == "regressed"
+        assert peak["top_rank"] == 1 and peak["noise_pct"] is None
+        for scope in ("job", "nvtx", "memory"):
+            assert df.filter(pl.col("scope") == scope)["noise_pct"].null_count() == df.filter(pl.col("scope") == scope).height
+        assert df.filter(pl.col("scope") == "kernel")["noise_pct"].drop_nulls().len() > 5
+    rc = cli_main(["--db", str(tmp_path / "j.duckdb"), "diff", "--jobs", "base", "mixed", "-f", "csv"])
+    err = capsys.readouterr().err
+    assert rc == 0 and "rank 0 of the new job [nsys without NVTX trace] has no job or nvtx scope" in err

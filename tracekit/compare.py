@@ -39,7 +39,14 @@ from typing import Any
 
 import polars as pl
 
-from .errors import CaptureWarning, ParamError, TracekitError, expect, warn_from_caller
+from .errors import (
+    CaptureWarning,
+    ParamError,
+    TracekitError,
+    UntracedScopes,
+    expect,
+    warn_from_caller,
+)
 
 #: the long form's columns (diff's, with the run's label and its value named for it)
 COLUMNS = ["scope", "key", "metric", "base_run", "run", "repeat", "base", "value", "delta", "delta_pct", "verdict",
@@ -193,6 +200,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
             # setup is the base's noise, not the change's)
             named = i < n_repeats or (command == "compare" and len(runs) > 1)
             for w in caught:
+                if i < n_repeats and issubclass(w.category, UntracedScopes):
+                    continue  # (a repeat's lacks are said as the rows it cannot measure the noise of: lacks)
                 text = str(w.message)
                 if named and issubclass(w.category, CaptureWarning):
                     text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "

@@ -244,7 +244,7 @@ import os
 import re
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -253,7 +253,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from .errors import CaptureWarning, InputError, ParamError, QueryError, expect, warn_from_caller
+from .errors import (
+    CaptureWarning,
+    InputError,
+    ParamError,
+    QueryError,
+    UntracedScopes,
+    expect,
+    warn_from_caller,
+)
 from .names import ELLIPSIS, RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
 from .registry import NO_CUDA_EVENT, no_cuda_event, untraced
 from .store import CAPTURE_STATUS
@@ -662,17 +670,33 @@ def _not_one_sweep(base: Side, new: Side, scopes: list[str], asked: bool) -> lis
     return rest
 
 
-def _kinds(side: Side, scope: str | None = None) -> str:
+def _kinds(side: Side, scope: str | Iterable[str] | None = None) -> str:
     """The side's kinds of run, and the kinds of event its capture did not trace: of the
-    scopes every capture can have, and of ``scope`` (one asked for: the Unified Memory page
-    faults a capture traces only when told are not said missing otherwise)."""
+    scopes every capture can have, and of ``scope`` (one asked for, or several: the Unified
+    Memory page faults a capture traces only when told are not said missing otherwise)."""
     if side.run_id is None:
         tools = sorted({k for p in side.points.values() for k in p.kinds} & {"nsys", "ncu"})
         return f"points captured under {' and '.join(tools)}" if tools else "sweep"
-    said = {k for s in NSYS_SCOPES if s not in OPTIONAL_SCOPES or s == scope for k in SCOPE_EVENTS[s]}
+    asked = {scope} if isinstance(scope, str) else set(scope or ())
+    said = {k for s in NSYS_SCOPES if s not in OPTIONAL_SCOPES or s in asked for k in SCOPE_EVENTS[s]}
     lacks = [k for k in side.untraced if k in said]
     return (",".join(sorted(side.kinds)) + (f" without {' or '.join(lacks)} trace" if lacks else "")
             + (f", sweep {side.sweep}" if side.sweep else ""))
+
+
+def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, Side, list[str]]]:
+    """Of two nsys runs, the scopes one has and the other's capture did not trace (NVTX, a
+    kind of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the other, the
+    scopes), what a comparison in the scopes both have leaves out."""
+    if sb.run_id is None or sn.run_id is None or not {"nsys"} <= sb.kinds & sn.kinds:
+        return []
+    return [(side, other, lacks) for side, other in ((sb, sn), (sn, sb))
+            if (lacks := [s for s in NSYS_SCOPES if s in other.scopes() and s not in side.scopes()])]
+
+
+#: what a comparison says where a side lacks NVTX and GPU memory is compared (``untraced_scopes``):
+#: an allocation outside any range on one side alone would read as moved out of its range
+MEMORY_WITHOUT_PATHS = "GPU memory is compared per GPU, not per NVTX path"
 
 
 # -- statistics ---------------------------------------------------------------------
@@ -1098,14 +1122,15 @@ def _python_scope(con, params: dict, threshold: float) -> list[_Row]:
     return rows
 
 
-def _memory_scope(con, params: dict, threshold: float) -> list[_Row]:
+def _memory_scope(con, params: dict, threshold: float, paths: bool = True) -> list[_Row]:
     """GPU memory per device and kind (peak_bytes, live_at_end_bytes, allocations,
-    allocated_bytes) and per NVTX path and kind (allocations, allocated_bytes, unfreed_bytes;
-    samples_memory.sql). What a program allocates does not move between captures (two
-    captures of tests/data/nsys_mem, and of nsys_mem_again, agree to the byte): each value is
-    exact, a change beyond the threshold real, as counts are. More is worse."""
+    allocated_bytes) and, with ``paths`` (both captures traced NVTX), per NVTX path and kind
+    (allocations, allocated_bytes, unfreed_bytes; samples_memory.sql). What a program
+    allocates does not move between captures (two captures of tests/data/nsys_mem, and of
+    nsys_mem_again, agree to the byte): each value is exact, a change beyond the threshold
+    real, as counts are. More is worse."""
     values: dict[tuple[str, str], list[float | None]] = {}
-    for side, key, metric, value in con.execute(_sql("samples_memory"), params).fetchall():
+    for side, key, metric, value in con.execute(_sql("samples_memory"), {**params, "paths": paths}).fetchall():
         values.setdefault((key, metric), [None, None])[side] = float(value)
     weight: dict[str, float] = {}  # (a key's rows together, the most bytes first)
     for (key, metric), sides in values.items():
@@ -2631,7 +2656,7 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, poi
         elif scope == "python":
             rows += _python_scope(con, params, threshold)
         elif scope == "memory":  # (bytes and counts, not time: after the GPU time rows, effect 0)
-            rows += _memory_scope(con, params, threshold)
+            rows += _memory_scope(con, params, threshold, paths="nvtx" in sb.scopes() and "nvtx" in sn.scopes())
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold, launches)
         elif scope == "source":
@@ -2792,6 +2817,11 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                                         "itself; name two runs (tracekit runs)"))
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
+    if not by:  # (the scopes both have: what one capture did not trace is said, not dropped in silence)
+        for side, other, lacks in untraced_scopes(sb, sn):
+            memory = f"; {MEMORY_WITHOUT_PATHS}" if "nvtx" in lacks and "memory" in scopes else ""
+            warn_from_caller(UntracedScopes(f"diff: {side.label} [{_kinds(side, lacks)}] has no {' or '.join(lacks)} "
+                                            f"scope: {other.label}'s {' and '.join(lacks)} rows are not compared{memory}"))
     for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
         if side.status not in (None, "ok"):
             why = f" ({side.error})" if side.error else ""

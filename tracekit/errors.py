@@ -91,6 +91,12 @@ class CaptureWarning(UserWarning):
         super().__init__(message, *args)
 
 
+class UntracedScopes(CaptureWarning):
+    """Of two captures compared, one did not trace what a scope of the other's needs (NVTX, a
+    kind of sample, GPU memory): the comparison leaves that scope out. A repeat of the base
+    (``--repeat``) says it in its own terms instead: which rows go without its noise."""
+
+
 class NoneRecorded(CaptureWarning):
     """A question that answered no row of a run that holds none of the events of a kind it
     reads, though its capture traced them: none happened in the capture's window; or any

@@ -63,7 +63,15 @@ from typing import Any, NamedTuple
 import polars as pl
 
 from .diff import NSYS_SCOPES
-from .errors import CaptureWarning, InputError, ParamError, QueryError, expect, warn_from_caller
+from .errors import (
+    CaptureWarning,
+    InputError,
+    ParamError,
+    QueryError,
+    UntracedScopes,
+    expect,
+    warn_from_caller,
+)
 from .names import RUN_ID, ranks_text
 
 #: the scopes a job is compared in: its own time, then the nsys scopes of its ranks' runs
@@ -303,6 +311,8 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     with_job = ("job" in asked) if asked else "nvtx" in scopes
     if with_job and "nvtx" not in scopes:  # (the job's time is read from its ranks' NVTX ranges)
         _common_scopes(sides, ["nvtx"])
+    if not asked:  # (what a rank's capture did not trace is said, not dropped in silence)
+        _say_untraced(sides, scopes, new_side)
     # host time is the programs' own only where no rank traced CUDA (diff's host_judged)
     cuda = any("CUDA" not in side.untraced for _, sb, sn in sides for side in (sb, sn))
     per = _ranks_diffs(tk, pairs, scopes, threshold_pct, on_rank) if scopes else []
@@ -315,6 +325,24 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     if per:
         out = pl.concat([out, aggregate(long)], how="vertical")
     return out, long
+
+
+def _say_untraced(sides: list[tuple[int, Any, Any]], scopes: list[str], new_side: str) -> None:
+    """Warns of the scopes some rank of either job has that another rank's capture did not
+    trace (``diff.untraced_scopes``: NVTX, a kind of sample, GPU memory), which the jobs are
+    compared without, naming the ranks that lack them and why."""
+    from . import diff as _diff
+
+    have = {s for _, sb, sn in sides for side in (sb, sn) for s in _scopes(side)}
+    compared = {*scopes, *(("job",) if "nvtx" in scopes else ())}
+    lacking = [s for s in SCOPES if s in have and s not in compared and (s == "job" or s in _diff.SCOPE_EVENTS)]
+    if not lacking:
+        return
+    who = _who_lacks(sides, lacking, ((f" of the {new_side} job", 2), (" of the base job", 1)))
+    unranged = [k for k, sb, sn in sides if "nvtx" not in _scopes(sb) & _scopes(sn)]
+    memory = f"; {_diff.MEMORY_WITHOUT_PATHS} on {ranks_text(unranged)}" if unranged and "memory" in scopes else ""
+    warn_from_caller(UntracedScopes(f"diff --jobs: {who}: the {' and '.join(lacking)} rows are not "
+                                    f"compared{memory}"))
 
 
 def _left_out(new_side: str, side: str, n: int, alone: bool) -> str:
@@ -416,18 +444,32 @@ def measured_scopes(tk, base: Job, new: Job, by: list[str] | str | None = None,
         return None
     scopes = [s for s in SCOPES if s in common and (not asked or s in asked)]
     lacking = [s for s in SCOPES if s in wanted and s not in scopes]
+    # (the repeat's ranks; else the base's paired with them)
+    return scopes, lacking, _who_lacks(sides, lacking, (("", 2), (" of the base job", 1)), first=True)
+
+
+def _who_lacks(sides: list[tuple[int, Any, Any]], lacking: list[str], roles: tuple[tuple[str, int], ...],
+               first: bool = False) -> str:
+    """Which ranks lack each of the scopes ``lacking``, with what their captures did not trace,
+    in diff's words (``rank 0 of the new job [nsys without NVTX trace] has no job or nvtx
+    scope``). ``sides``: (rank, base side, new side); ``roles``: (the words after the ranks, the
+    index of their side in ``sides``), in the order said; ``first``: the first role whose ranks
+    lack a scope alone."""
+    from . import diff as _diff
+
     said: dict[str, list[str]] = {}  # (who lacks them, with why -> the scopes)
     for scope in lacking:
         events = "nvtx" if scope == "job" else scope  # (the job's time is read from its ranks' NVTX ranges)
-        for role, at in (("", 2), (" of the base job", 1)):  # (the repeat's ranks; else the base's paired with them)
+        for role, at in roles:
             ranks = [(pair[0], pair[at]) for pair in sides if events not in _scopes(pair[at])]
             if ranks:
                 many = len(ranks) > 1
                 who = f"{ranks_text(k for k, _ in ranks)}{role} [{_diff._kinds(ranks[0][1], events)}] " \
                       f"{'have' if many else 'has'}"
                 said.setdefault(who, []).append(scope)
-                break
-    return scopes, lacking, "; ".join(f"{who} no {' or '.join(sc)} scope" for who, sc in said.items())
+                if first:
+                    break
+    return "; ".join(f"{who} no {' or '.join(sc)} scope" for who, sc in said.items())
 
 
 def _scopes(side) -> set[str]:

@@ -5,6 +5,8 @@
 -- metrics allocations, allocated_bytes, unfreed_bytes: nvtx-memory's).
 -- @param base  INTEGER  base run id
 -- @param new   INTEGER  new run id
+-- @param paths BOOLEAN  the NVTX paths' rows too (false where a capture did not trace NVTX: its
+--                       allocations are outside ranges for want of ranges)
 -- @column side    0 = base run, 1 = new run
 -- @column key     the key
 -- @column metric  the metric
@@ -30,7 +32,7 @@ paths AS (
     SELECT side, memory_kind || ' memory ' || coalesce('in ' || nvtx_path, 'outside NVTX ranges') AS key,
            count(*) AS allocations, sum(bytes) AS allocated_bytes,
            coalesce(sum(bytes) FILTER (WHERE freed_seq IS NULL), 0) AS unfreed_bytes
-    FROM ev WHERE operation = 'allocation' GROUP BY ALL
+    FROM ev WHERE operation = 'allocation' AND $paths GROUP BY ALL
 )
 SELECT side, key, metric, value::DOUBLE AS value
 FROM kinds UNPIVOT (value FOR metric IN (peak_bytes, live_at_end_bytes, allocations, allocated_bytes))

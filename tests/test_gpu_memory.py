@@ -473,6 +473,10 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_each_traced(t
                         "of the new job [nsys without CUDA memory usage trace] has no memory scope: the job and nvtx "
                         "and memory rows are not compared"], said
         assert set(df["scope"]) == {"kernel", "api", "memcpy", "gpu"}
+        # (the rank whose setup differs named: each rank's own comparison says it without its rank)
+        setups = [str(w.message) for w in caught if "differ in setup" in str(w.message)]
+        assert setups == ["diff --jobs: the captures differ in setup on rank 2: nsys --cuda-memory-usage true -> "
+                          "false"], setups
         assert df.filter(pl.col("scope").is_in(["kernel", "gpu"]))["verdict"].is_in(["unchanged"]).all()
         # one rank's pair: its nvtx scope said, its GPU memory per GPU alone, unchanged
         with warnings.catch_warnings(record=True) as caught:

@@ -313,6 +313,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
         _common_scopes(sides, ["nvtx"])
     if not asked:  # (what a rank's capture did not trace is said, not dropped in silence)
         _say_untraced(sides, scopes, new_side)
+    _say_setups(tk, sides)
     # host time is the programs' own only where no rank traced CUDA (diff's host_judged)
     cuda = any("CUDA" not in side.untraced for _, sb, sn in sides for side in (sb, sn))
     per = _ranks_diffs(tk, pairs, scopes, threshold_pct, on_rank) if scopes else []
@@ -343,6 +344,28 @@ def _say_untraced(sides: list[tuple[int, Any, Any]], scopes: list[str], new_side
     memory = f"; {_diff.MEMORY_WITHOUT_PATHS} on {ranks_text(unranged)}" if unranged and "memory" in scopes else ""
     warn_from_caller(UntracedScopes(f"diff --jobs: {who}: the {' and '.join(lacking)} rows are not "
                                     f"compared{memory}"))
+
+
+#: how diff begins its warning of two captures' setups (``_say_setups`` says a job's, with its ranks)
+SETUP_SAID = "diff: the captures differ in setup: "
+
+
+def _say_setups(tk, sides: list[tuple[int, Any, Any]]) -> None:
+    """Warns of what differs between the setups of each pair of ranks (``diff.setup_differences``),
+    with the ranks it differs on: ``diff --jobs: the captures differ in setup on rank 2: nsys
+    --cuda-memory-usage true -> false`` (each rank's own comparison says it without them)."""
+    from . import diff as _diff
+
+    on: dict[str, list[int]] = {}
+    for rank, sb, sn in sides:
+        for difference in _diff.setup_differences(tk.con, sb, sn):
+            on.setdefault(difference, []).append(rank)
+    said: dict[tuple[int, ...], list[str]] = {}
+    for difference, ranks in on.items():
+        said.setdefault(tuple(ranks), []).append(difference)
+    for ranks, differences in said.items():
+        warn_from_caller(CaptureWarning(f"diff --jobs: the captures differ in setup on {ranks_text(ranks)}: "
+                                        f"{'; '.join(differences)}"))
 
 
 def _left_out(new_side: str, side: str, n: int, alone: bool) -> str:
@@ -551,8 +574,8 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
             for con in opened:
                 con.close()
     said: dict[str, type[Warning]] = {}
-    for w in caught:
-        if NO_CUDA_EVENT not in str(w.message):  # (the job said which ranks: _without_missed_work)
+    for w in caught:  # (the job said which ranks: _without_missed_work, _say_setups)
+        if NO_CUDA_EVENT not in str(w.message) and not str(w.message).startswith(SETUP_SAID):
             said.setdefault(str(w.message), w.category)
     for text, category in said.items():
         warn_from_caller(text, category)

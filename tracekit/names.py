@@ -300,16 +300,21 @@ def _shared_head(label: str, names: list[str]) -> str:
     """What the labels that tell ``names`` apart start with: their shared ``label``; where it
     is the start they all share cut at the end, that start to its last whole word
     (``at::native::vectorized_elementwise_kernel`` for ``at::native::vecto…``), which cutting
-    again for the words beside it marks with an ellipsis where it cuts it."""
+    again for the words beside it marks with an ellipsis where it cuts it; a bracket of the
+    names' own that the label cut open left out."""
     base = label.rstrip(ELLIPSIS)
-    if base == label or not all(n.startswith(base) for n in names):
-        return label
-    shared = os.path.commonprefix(names)
-    end = len(shared)
-    while end > len(base) and not all(end == len(n) or not (n[end].isalnum() or n[end] == "_") for n in names):
-        end -= 1
-    head = re.sub(r"\W+$", "", shared[:end])
-    return head if len(head) > len(base) else label
+    head = label
+    if base != label and all(n.startswith(base) for n in names):
+        shared = os.path.commonprefix(names)
+        space = re.search(r"\s", shared[len(base):])  # (its word alone: what follows, a bracket of its own, is the names')
+        end = len(base) + space.start() if space else len(shared)
+        while end > len(base) and not all(end == len(n) or not (n[end].isalnum() or n[end] == "_") for n in names):
+            end -= 1
+        whole = re.sub(r"\W+$", "", shared[:end])
+        head = whole if len(whole) > len(base) else label
+    # (a label cut inside the names' own brackets, 'Kernel2 [x…': the bracket goes, the one added tells them apart)
+    opened = head.rfind(" [")
+    return head[:opened] if opened > 0 and head.count("[") > head.count("]") else head
 
 
 def _tell_apart(label: str, names: list[str], width: int, taken: set[str]) -> dict[str, str]:

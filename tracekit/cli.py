@@ -396,7 +396,7 @@ def _show(rows, out: Path | None, display: list[str] | None = None, columns: lis
         full, rows = rows, rows.select(display).without_empty()
         at = full.columns.index("missing_metrics") if "missing_metrics" in full.columns else None
         if rows.empty and at is not None and any(r[at] for r in full.rows):
-            lacking = "the report lacks the metrics of those without a value (--columns missing_metrics names them)\n"
+            lacking = "the report lacks metrics (--columns missing_metrics names them)\n"
     width = shutil.get_terminal_size((120, 24)).columns if out is None else 10**6
     _write(render(rows, width=width, timeunit=timeunit, more=more) + lacking, out, store_path)
 

@@ -98,7 +98,8 @@ class Rows:
     #: (compare's runs: ``24.537 ms (+14.9%, regressed on 3/4 ranks)``): cut at the end, no
     #: labels told apart, as sentences are (a '/' in ``3/4`` is no path)
     worded: tuple[str, ...] = ()
-    empty: list[str] = field(default_factory=list)  # the hidden columns left out for holding no value
+    #: of the hidden columns, those left out for holding no value in the rows shown
+    empty: list[str] = field(default_factory=list)
 
     def shortener(self, col: str) -> Callable[[str, int], str]:
         """How a text column's cells are shortened, by what the column holds: its own
@@ -590,6 +591,7 @@ def _footer(rows: Rows, more: str | None) -> str:
         text = f"{n:,} row" + ("" if n == 1 else "s")
     if rows.hidden:
         shown = len(rows.columns)
-        empty = f"no value in {', '.join(rows.empty)}; " if rows.empty else ""
+        shown_only = " these rows'" if total > n else ""  # (a column empty in the rows shown may hold values past them)
+        empty = f"no value in{shown_only} {', '.join(rows.empty)}; " if rows.empty else ""
         text += f"; {shown} of {shown + len(rows.hidden)} columns ({empty}--all-columns for all)"
     return text

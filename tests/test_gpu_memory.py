@@ -444,14 +444,15 @@ def test_the_rank_that_holds_more_memory_stands_out(tmp_path):
         assert tk.query("rank-summary", run="plain_rank0")["gpu_memory_peak_bytes"].is_null().all()
 
 
-def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_each_traced(tmp_path, capsys):
+def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_every_rank_traced(tmp_path, capsys):
     """tests/data/nsys_jobs_mem (real, one H100): base, more (rank 1 holds 512 MiB more) and
     mixed (base's job again, rank 0 captured without NVTX, rank 2 without GPU memory). Against
-    mixed, a comparison says what each rank lacks and leaves those scopes out: no row of them,
-    and no allocation of rank 0 read as moved out of its NVTX range (before: rank 0's pair said
-    nothing and judged 'Device memory outside NVTX ranges' +4906 % regressed). mixed as a
-    repeat of base measures the noise of the other scopes and says which rows go without it;
-    the plant reads as NVIDIA's peaks have it."""
+    mixed, a job comparison says what each rank lacks and leaves those scopes out on every rank;
+    rank 0's pair alone compares its GPU memory per GPU, with no allocation read as moved out of
+    its NVTX range (before: it said nothing and judged 'Device memory outside NVTX ranges'
+    +4906 % regressed), and says so asked --by memory too. mixed as a repeat of base measures
+    the noise of the other scopes and says which rows go without it; the plant reads as the
+    exports' peaks (plant.json) have it."""
     import json
     import warnings
 
@@ -470,7 +471,7 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_each_traced(t
             df = tk.diff_jobs("base", "mixed")
         said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
         assert said == ["diff --jobs: rank 0 of the new job [nsys without NVTX trace] has no job or nvtx scope; rank 2 "
-                        "of the new job [nsys without CUDA memory usage trace] has no memory scope: the job and nvtx "
+                        "of the new job [nsys without CUDA memory usage trace] has no memory scope: the job, nvtx "
                         "and memory rows are not compared"], said
         assert set(df["scope"]) == {"kernel", "api", "memcpy", "gpu"}
         # (the rank whose setup differs named: each rank's own comparison says it without its rank)
@@ -488,13 +489,20 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_each_traced(t
         memory = pair.filter(pl.col("scope") == "memory")
         assert memory.height and memory["key"].str.starts_with("GPU 0 ").all()
         assert set(memory["verdict"]) == {"unchanged"}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            asked = tk.diff(*(runs[(job, 0)].split()[1] for job in ("base", "mixed")), by="memory")
+        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        assert said == [f"diff: {runs[('mixed', 0)]} [nsys without NVTX trace]: GPU memory is compared per GPU, not "
+                        "per NVTX path"], said
+        assert asked.equals(memory)
         # mixed as the repeat: the plant judged, the rows mixed lacks said to go without its noise
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             df = tk.diff_jobs("base", "more", repeats=["mixed"])
         said = [str(w.message) for w in caught if issubclass(w.category, CaptureWarning) and "scope" in str(w.message)]
         assert said == ["diff --jobs: mixed (a repeat of the base): rank 0 [nsys without NVTX trace] has no job or "
-                        "nvtx scope; rank 2 [nsys without CUDA memory usage trace] has no memory scope: the job and "
+                        "nvtx scope; rank 2 [nsys without CUDA memory usage trace] has no memory scope: the job, "
                         "nvtx and memory rows are judged without its noise"], said
         peak = df.filter((pl.col("scope") == "memory") & (pl.col("key") == "GPU 0 Device memory")
                          & (pl.col("metric") == "peak_bytes")).row(0, named=True)
@@ -502,8 +510,25 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_each_traced(t
         assert peak["base"] == sum(peaks["base"].values()) and peak["verdict"] == "regressed"
         assert peak["top_rank"] == 1 and peak["noise_pct"] is None
         for scope in ("job", "nvtx", "memory"):
-            assert df.filter(pl.col("scope") == scope)["noise_pct"].null_count() == df.filter(pl.col("scope") == scope).height
+            rows = df.filter(pl.col("scope") == scope)
+            assert rows.height > 0 and rows["noise_pct"].null_count() == rows.height, scope
         assert df.filter(pl.col("scope") == "kernel")["noise_pct"].drop_nulls().len() > 5
     rc = cli_main(["--db", str(tmp_path / "j.duckdb"), "diff", "--jobs", "base", "mixed", "-f", "csv"])
     err = capsys.readouterr().err
     assert rc == 0 and "rank 0 of the new job [nsys without NVTX trace] has no job or nvtx scope" in err
+    # every rank with its GPU memory (mixed's rank 2 taken from more): the memory scope compared,
+    # per GPU alone on rank 0, whose capture did not trace NVTX
+    with tracekit.open(tmp_path / "k.duckdb") as tk:
+        for job, rank in [*(("base", r) for r in range(4)), ("mixed", 0), ("mixed", 1), ("more", 2), ("mixed", 3)]:
+            tk.ingest(jobs / job / f"rank{rank}" / "export.sqlite.xz", params={"job": "x" if job != "base" else job})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff_jobs("base", "x")
+        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        assert said == ["diff --jobs: rank 0 of the new job [nsys without NVTX trace] has no job or nvtx scope: the job "
+                        "and nvtx rows are not compared; on rank 0, GPU memory is compared per GPU, not per NVTX path"]
+        memory = df.filter(pl.col("scope") == "memory")
+        assert set(memory["verdict"]) == {"unchanged"}  # (no allocation of rank 0 read as moved out of its range)
+        forward = memory.filter((pl.col("key") == "Device memory in warmup/forward") & (pl.col("metric") == "allocations"))
+        assert forward["ranks"].to_list() == [3]  # (ranks 1-3: rank 0's allocations have no range on one side)
+        assert memory.filter(pl.col("key") == "GPU 0 Device memory")["ranks"].to_list() == [4] * 4

@@ -1179,7 +1179,7 @@ def test_a_repeat_job_lacking_other_scopes_on_other_ranks_names_each(tmp_path):
         df = tk.diff_jobs("base", "new", repeats=["again"])
     said = [str(w.message) for w in caught if "scope:" in str(w.message)]
     assert said == ["diff --jobs: again (a repeat of the base): rank 1 [nsys without NVTX trace] has no job or nvtx "
-                    "scope; rank 0 [nsys,timing without Python sample trace] has no python scope: the job and nvtx "
+                    "scope; rank 0 [nsys,timing without Python sample trace] has no python scope: the job, nvtx "
                     "and python rows are judged without its noise"], said
     for scope in ("job", "nvtx", "python"):
         rows = df.filter(pl.col("scope") == scope)

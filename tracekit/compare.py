@@ -225,6 +225,7 @@ def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted
     where it has none of those asked."""
     from . import diff as _diff
     from . import job_diff
+    from .registry import listed
 
     jobs = isinstance(ref, job_diff.Job)
     got = (job_diff.measured_scopes if jobs else _diff.measured_scopes)(tk, base, ref, by, wanted)
@@ -232,7 +233,7 @@ def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted
         return by
     # (what lacks them: the run, [nsys ...] has no ...; a job's ranks, each: rank 3 [...] has no ...)
     lacks.append(f"{command}: {label} (a repeat of the base){':' if jobs else ''} {got[2]}: the "
-                 f"{' and '.join(got[1])} rows are judged without its noise")
+                 f"{listed(got[1])} rows are judged without its noise")
     asked = job_diff.scopes_asked(by) if jobs else _diff.scopes_asked(by, _diff.SCOPES)
     return got[0] if asked else by
 

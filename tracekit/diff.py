@@ -263,7 +263,7 @@ from .errors import (
     warn_from_caller,
 )
 from .names import ELLIPSIS, RUN_ID, UNNAMED, cut_end, cut_text, distinct_labels, short_name
-from .registry import NO_CUDA_EVENT, no_cuda_event, untraced
+from .registry import NO_CUDA_EVENT, listed, no_cuda_event, untraced
 from .store import CAPTURE_STATUS
 from .sweep_points import Absent, absent_points, said, why_absent
 
@@ -688,7 +688,7 @@ def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, Side, list[str]]]:
     """Of two nsys runs, the scopes one has and the other's capture did not trace (NVTX, a
     kind of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the other, the
     scopes), what a comparison in the scopes both have leaves out."""
-    if sb.run_id is None or sn.run_id is None or not {"nsys"} <= sb.kinds & sn.kinds:
+    if sb.run_id is None or sn.run_id is None or "nsys" not in sb.kinds & sn.kinds:
         return []
     return [(side, other, lacks) for side, other in ((sb, sn), (sn, sb))
             if (lacks := [s for s in NSYS_SCOPES if s in other.scopes() and s not in side.scopes()])]
@@ -2756,7 +2756,7 @@ def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
         except QueryError:
             return None
     lacking = [s for s in SCOPES if s in wanted and s not in scopes]
-    return scopes, lacking, f"[{_kinds(sn, lacking[0])}] has no {' or '.join(lacking)} scope" if lacking else ""
+    return scopes, lacking, f"[{_kinds(sn, lacking[0])}] has no {listed(lacking, 'or')} scope" if lacking else ""
 
 
 def _why_absent(con, side: Side, points: list[str], role: str) -> list[str | None]:
@@ -2817,11 +2817,16 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
                                         "itself; name two runs (tracekit runs)"))
     _not_by_a_shared_name(tk, sb, sn)
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
-    if not by:  # (the scopes both have: what one capture did not trace is said, not dropped in silence)
-        for side, other, lacks in untraced_scopes(sb, sn):
-            memory = f"; {MEMORY_WITHOUT_PATHS}" if "nvtx" in lacks and "memory" in scopes else ""
-            warn_from_caller(UntracedScopes(f"diff: {side.label} [{_kinds(side, lacks)}] has no {' or '.join(lacks)} "
-                                            f"scope: {other.label}'s {' and '.join(lacks)} rows are not compared{memory}"))
+    # (what one capture did not trace is said, not dropped in silence: of the scopes both have where
+    # none were asked, else what the memory scope asked for cannot compare)
+    for side, other, lacks in untraced_scopes(sb, sn):
+        memory = f"{MEMORY_WITHOUT_PATHS}" if "nvtx" in lacks and "memory" in scopes else ""
+        if by and memory:
+            warn_from_caller(UntracedScopes(f"diff: {side.label} [{_kinds(side, 'nvtx')}]: {memory}"))
+        elif not by:
+            warn_from_caller(UntracedScopes(
+                f"diff: {side.label} [{_kinds(side, lacks)}] has no {listed(lacks, 'or')} scope: {other.label}'s "
+                f"{listed(lacks)} rows are not compared" + (f"; {memory}" if memory else "")))
     for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
         if side.status not in (None, "ok"):
             why = f" ({side.error})" if side.error else ""

@@ -92,9 +92,10 @@ class CaptureWarning(UserWarning):
 
 
 class UntracedScopes(CaptureWarning):
-    """Of two captures compared, one did not trace what a scope of the other's needs (NVTX, a
-    kind of sample, GPU memory): the comparison leaves that scope out. A repeat of the base
-    (``--repeat``) says it in its own terms instead: which rows go without its noise."""
+    """Of two captures compared, one did not trace what a scope of the other's needs (CUDA,
+    NVTX, a kind of sample, GPU memory): the comparison leaves that scope out, or, without NVTX,
+    compares GPU memory per GPU alone. A repeat of the base (``--repeat``) says it in its own
+    terms instead: which rows go without its noise."""
 
 
 class NoneRecorded(CaptureWarning):

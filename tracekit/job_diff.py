@@ -311,8 +311,7 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     with_job = ("job" in asked) if asked else "nvtx" in scopes
     if with_job and "nvtx" not in scopes:  # (the job's time is read from its ranks' NVTX ranges)
         _common_scopes(sides, ["nvtx"])
-    if not asked:  # (what a rank's capture did not trace is said, not dropped in silence)
-        _say_untraced(sides, scopes, new_side)
+    _say_untraced(sides, scopes, new_side, bool(asked))
     _say_setups(tk, sides)
     # host time is the programs' own only where no rank traced CUDA (diff's host_judged)
     cuda = any("CUDA" not in side.untraced for _, sb, sn in sides for side in (sb, sn))
@@ -328,22 +327,26 @@ def compare_jobs(tk, base: Any, new: Any, by: list[str] | str | None = None, thr
     return out, long
 
 
-def _say_untraced(sides: list[tuple[int, Any, Any]], scopes: list[str], new_side: str) -> None:
+def _say_untraced(sides: list[tuple[int, Any, Any]], scopes: list[str], new_side: str, asked: bool) -> None:
     """Warns of the scopes some rank of either job has that another rank's capture did not
-    trace (``diff.untraced_scopes``: NVTX, a kind of sample, GPU memory), which the jobs are
-    compared without, naming the ranks that lack them and why."""
+    trace (``diff.untraced_scopes``: CUDA, NVTX, a kind of sample, GPU memory), which the jobs
+    are compared without where no scope was ``asked``, naming the ranks that lack them and why;
+    and of the ranks whose GPU memory is compared per GPU alone, a side not having traced NVTX
+    (each rank's own comparison says it without its rank)."""
     from . import diff as _diff
+    from .registry import listed
 
     have = {s for _, sb, sn in sides for side in (sb, sn) for s in _scopes(side)}
     compared = {*scopes, *(("job",) if "nvtx" in scopes else ())}
-    lacking = [s for s in SCOPES if s in have and s not in compared and (s == "job" or s in _diff.SCOPE_EVENTS)]
-    if not lacking:
-        return
-    who = _who_lacks(sides, lacking, ((f" of the {new_side} job", 2), (" of the base job", 1)))
-    unranged = [k for k, sb, sn in sides if "nvtx" not in _scopes(sb) & _scopes(sn)]
-    memory = f"; {_diff.MEMORY_WITHOUT_PATHS} on {ranks_text(unranged)}" if unranged and "memory" in scopes else ""
-    warn_from_caller(UntracedScopes(f"diff --jobs: {who}: the {' and '.join(lacking)} rows are not "
-                                    f"compared{memory}"))
+    lacking = [] if asked else [s for s in SCOPES if s in have and s not in compared]
+    unranged = [k for k, sb, sn in sides if "nvtx" not in _scopes(sb) & _scopes(sn)] if "memory" in scopes else []
+    memory = f"on {ranks_text(unranged)}, {_diff.MEMORY_WITHOUT_PATHS}" if unranged else ""
+    if lacking:
+        who = _who_lacks(sides, lacking, ((f" of the {new_side} job", 2), (" of the base job", 1)))
+        warn_from_caller(UntracedScopes(f"diff --jobs: {who}: the {listed(lacking)} rows are not compared"
+                                        + (f"; {memory}" if memory else "")))
+    elif memory:
+        warn_from_caller(UntracedScopes(f"diff --jobs: {memory}"))
 
 
 #: how diff begins its warning of two captures' setups (``_say_setups`` says a job's, with its ranks)
@@ -479,6 +482,7 @@ def _who_lacks(sides: list[tuple[int, Any, Any]], lacking: list[str], roles: tup
     index of their side in ``sides``), in the order said; ``first``: the first role whose ranks
     lack a scope alone."""
     from . import diff as _diff
+    from .registry import listed
 
     said: dict[str, list[str]] = {}  # (who lacks them, with why -> the scopes)
     for scope in lacking:
@@ -492,7 +496,7 @@ def _who_lacks(sides: list[tuple[int, Any, Any]], lacking: list[str], roles: tup
                 said.setdefault(who, []).append(scope)
                 if first:
                     break
-    return "; ".join(f"{who} no {' or '.join(sc)} scope" for who, sc in said.items())
+    return "; ".join(f"{who} no {listed(sc, 'or')} scope" for who, sc in said.items())
 
 
 def _scopes(side) -> set[str]:
@@ -574,9 +578,10 @@ def _ranks_diffs(tk, pairs: list[tuple[int, int, int]], scopes: list[str], thres
             for con in opened:
                 con.close()
     said: dict[str, type[Warning]] = {}
-    for w in caught:  # (the job said which ranks: _without_missed_work, _say_setups)
-        if NO_CUDA_EVENT not in str(w.message) and not str(w.message).startswith(SETUP_SAID):
-            said.setdefault(str(w.message), w.category)
+    for w in caught:  # (the job said which ranks: _without_missed_work, _say_setups, _say_untraced)
+        text = str(w.message)
+        if NO_CUDA_EVENT not in text and not text.startswith(SETUP_SAID) and not issubclass(w.category, UntracedScopes):
+            said.setdefault(text, w.category)
     for text, category in said.items():
         warn_from_caller(text, category)
     return out  # type: ignore[return-value]

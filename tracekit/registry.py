@@ -389,7 +389,7 @@ class Registry:
         job = len(job_runs(tk, run_id))
         many = len(ranks) > 1
         s = "s" if many else ""
-        said = f"rank{s} {_listed([str(k) for _, k in ranks])}", f"run{s} {_listed([str(r) for r, _ in ranks])}"
+        said = f"rank{s} {listed([str(k) for _, k in ranks])}", f"run{s} {listed([str(r) for r, _ in ranks])}"
         told = traced_said(tk, *(r for r, _ in ranks))
         if len(ranks) == job:
             lacks = (f"was captured without {what} tracing on every rank ({said[0]}: {said[1]})" if told else
@@ -425,7 +425,7 @@ class Registry:
         if not launches:
             return
         who = (f"run {which[0]} ({_run_name(tk, which[0])})" if len(which) == 1
-               else f"runs {_listed([str(r) for r in which])}")
+               else f"runs {listed([str(r) for r in which])}")
         made = f"{launches:,} launch{'es' if launches > 1 else ''} of {graphs:,} CUDA graph{'s' if graphs > 1 else ''}"
         if any(v is not None for v in window.values()):
             made += " in the window asked"
@@ -486,7 +486,7 @@ class Registry:
         if q.spans_job:  # (a rank without GPU work in a comparison of the job's ranks reads as an idle rank)
             missed = ranks_without_cuda(tk, run_id, q.traced)
             if missed:
-                ranks, runs = _listed([str(k) for _, k in missed]), _listed([str(r) for r, _ in missed])
+                ranks, runs = listed([str(k) for _, k in missed]), listed([str(r) for r, _ in missed])
                 many = len(missed) > 1
                 warn_from_caller(NoneRecorded(
                     f"run {run_id} ({_run_name(tk, run_id)}): {'ranks' if many else 'rank'} {ranks} of its job "
@@ -715,8 +715,8 @@ def none_recorded(tk, run_id: int, tables: list[str] | tuple[str, ...], rows: in
     if not none:
         return None
     traced = list(dict.fromkeys(TRACED[ts[0]][0] for ts in none))
-    return (f"holds no {_listed([EVENTS[t][0] for ts in none for t in ts], 'or')}: its capture traced "
-            f"{_listed(traced)} and recorded none")
+    return (f"holds no {listed([EVENTS[t][0] for ts in none for t in ts], 'or')}: its capture traced "
+            f"{listed(traced)} and recorded none")
 
 
 def traced_said(tk, *run_ids: int) -> bool:
@@ -898,7 +898,7 @@ def _untraced(traced: list[str] | None, tables: list[str] | tuple[str, ...]) -> 
     return [k for k in kinds if not listed & {t for t, kind in TRACED.items() if kind == k}]
 
 
-def _listed(items: list[str], word: str = "and") -> str:
+def listed(items: list[str], word: str = "and") -> str:
     """``1``, ``1 and 3``, ``1, 2 and 3`` (``word``: another conjunction)."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {word} " + items[-1]
 

@@ -540,7 +540,7 @@ def mixed(out: Path, name: str) -> None:
           + (f"; device memory peak {peaks[d]:,} B" if peaks[d] is not None else "") for d, t in traced.items()),
         "",
         "Against a job of the same program captured with every rank's options, what the ranks share is noise, and "
-        "a comparison has each scope only on the ranks that traced it. Machine-readable: `plant.json`, with "
+        "a comparison of the jobs has only the scopes every rank traced. Machine-readable: `plant.json`, with "
         "NVIDIA's kernel and NVTX range instances per rank and each rank's device memory peak from its export.",
     ]
     (root / "PLANT.md").write_text("\n".join(lines) + "\n")

@@ -685,8 +685,8 @@ def _kinds(side: Side, scope: str | Iterable[str] | None = None) -> str:
 
 
 def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, Side, list[str]]]:
-    """Of two nsys runs, the scopes one has and the other's capture did not trace (NVTX, a
-    kind of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the other, the
+    """Of two nsys runs, the scopes one has and the other's capture did not trace (CUDA, NVTX,
+    a kind of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the other, the
     scopes), what a comparison in the scopes both have leaves out."""
     if sb.run_id is None or sn.run_id is None or "nsys" not in sb.kinds & sn.kinds:
         return []
@@ -2820,7 +2820,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     # (what one capture did not trace is said, not dropped in silence: of the scopes both have where
     # none were asked, else what the memory scope asked for cannot compare)
     for side, other, lacks in untraced_scopes(sb, sn):
-        memory = f"{MEMORY_WITHOUT_PATHS}" if "nvtx" in lacks and "memory" in scopes else ""
+        memory = MEMORY_WITHOUT_PATHS if "nvtx" in lacks and "memory" in scopes else ""
         if by and memory:
             warn_from_caller(UntracedScopes(f"diff: {side.label} [{_kinds(side, 'nvtx')}]: {memory}"))
         elif not by:

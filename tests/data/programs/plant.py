@@ -428,6 +428,17 @@ def jobs(out: Path) -> None:
     print(f"wrote {root}/plant.json and PLANT.md")
 
 
+def _job_ranks(root: Path) -> tuple[list[Path], list[str], dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """A job folder's rank folders (by rank), its program's arguments (rank 0's command), and
+    per rank NVIDIA's kernel and NVTX range instances (none where nsys stats wrote no report)."""
+    rank_dirs = sorted((p for p in root.glob("rank*") if p.is_dir()), key=lambda p: int(p.name[4:]))
+    args = _command(rank_dirs[0]).split("nsys_ranks.py", 1)[1].split()
+    counts = [{d.name: {r[key]: int(r["Instances"]) for r in _csv(d / "stats" / report)}
+               if (d / "stats" / report).exists() else {} for d in rank_dirs}
+              for report, key in (("cuda_gpu_kern_sum.csv", "Name"), ("nvtx_sum.csv", "Range"))]
+    return rank_dirs, args, counts[0], counts[1]
+
+
 def missed(out: Path, name: str = "nsys_jobs/missed") -> None:
     """nsys_jobs/missed: base's program captured again as a job whose rank ``--teardown-rank``
     was captured with its capture range on its host-only ``teardown`` range (options
@@ -436,13 +447,8 @@ def missed(out: Path, name: str = "nsys_jobs/missed") -> None:
     program's change."""
     prog = _constants("nsys_ranks.py")
     root = out / name
-    rank_dirs = sorted((p for p in root.glob("rank*") if p.is_dir()), key=lambda p: int(p.name[4:]))
-    args = _command(rank_dirs[0]).split("nsys_ranks.py", 1)[1].split()
+    rank_dirs, args, kern, nvtx = _job_ranks(root)
     rank = int(args[args.index("--teardown-rank") + 1])
-    kern = {d.name: {r["Name"]: int(r["Instances"]) for r in _csv(d / "stats" / "cuda_gpu_kern_sum.csv")}
-            if (d / "stats" / "cuda_gpu_kern_sum.csv").exists() else {} for d in rank_dirs}
-    nvtx = {d.name: {r["Range"]: int(r["Instances"]) for r in _csv(d / "stats" / "nvtx_sum.csv")}
-            if (d / "stats" / "nvtx_sum.csv").exists() else {} for d in rank_dirs}
     if kern[f"rank{rank}"] or not all(kern[d.name] for d in rank_dirs if d.name != f"rank{rank}"):
         raise SystemExit(f"{root}: expected no kernel on rank {rank} alone, NVIDIA's kernel sums: "
                          f"{ {d: len(k) for d, k in kern.items()} }")
@@ -495,13 +501,8 @@ def mixed(out: Path, name: str) -> None:
     noise; each rank's options say which scopes it has (without NVTX: no job or nvtx scope;
     without --cuda-memory-usage: no memory scope)."""
     root = out / name
-    rank_dirs = sorted((p for p in root.glob("rank*") if p.is_dir()), key=lambda p: int(p.name[4:]))
-    args = _command(rank_dirs[0]).split("nsys_ranks.py", 1)[1].split()
+    rank_dirs, args, kern, nvtx = _job_ranks(root)
     traced = {d.name: _traced(d) for d in rank_dirs}
-    kern = {d.name: {r["Name"]: int(r["Instances"]) for r in _csv(d / "stats" / "cuda_gpu_kern_sum.csv")}
-            for d in rank_dirs}
-    nvtx = {d.name: {r["Range"]: int(r["Instances"]) for r in _csv(d / "stats" / "nvtx_sum.csv")}
-            if (d / "stats" / "nvtx_sum.csv").exists() else {} for d in rank_dirs}
     peaks = {d.name: _device_memory_peak(d / "export.sqlite.xz") for d in rank_dirs}
     for d in rank_dirs:  # the export holds what its options traced, and nothing else
         t = traced[d.name]

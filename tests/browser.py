@@ -3,11 +3,12 @@
 ``load(path)`` opens a local HTML file with the network off (offline emulation, a proxy
 that goes nowhere, background networking disabled), waits for the page to report that it
 is done, and returns what the page said: console errors, uncaught exceptions, requests
-that left the machine, the value of a JS expression, and a full-page PNG screenshot.
+that left the machine, the value of a JS expression, and, asked for, PNG screenshots.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 import fcntl
 import json
@@ -38,8 +39,8 @@ class Page:
     exceptions: list[str] = field(default_factory=list)
     external_requests: list[str] = field(default_factory=list)
     value: object = None
-    png: bytes = b""  # the full page
-    thumb: bytes = b""  # the full page at 1/8 scale, small enough to read pixel by pixel
+    png: bytes = b""  # the full page (load(screenshot=True))
+    thumb: bytes = b""  # the full page at 1/8 scale, small enough to read pixel by pixel (likewise)
     crops: list[bytes] = field(default_factory=list)  # the (top, height) regions asked for, full scale
 
 
@@ -49,6 +50,7 @@ class _Pipe:
         self.buf = b""
         self.next_id = 0
         self.events: list[dict] = []
+        self.profile = ""  # (the browser's user data folder)
 
     def _read_message(self, deadline: float) -> dict:
         while b"\0" not in self.buf:
@@ -88,10 +90,17 @@ class _Pipe:
             pass
 
 
-def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: float = 90,
-         regions: tuple[tuple[int, int], ...] = ()) -> Page:
-    """Open ``path`` offline, wait until ``done_js`` is true, return ``value_js``'s value,
-    the console errors, uncaught exceptions, non-local requests and a full-page screenshot."""
+#: the process's browser (``_browser``): one Chromium serves every page, each in a browser
+#: context of its own (its own storage and cache), as a fresh browser would
+_OPEN: list[_Pipe] = []
+
+
+def _browser() -> _Pipe:
+    """The process's Chromium, started at the first page (and again after one failed),
+    closed when the process exits: starting one took a quarter of a page's time."""
+    if _OPEN and _OPEN[0].proc.poll() is None:
+        return _OPEN[0]
+    _close()
     exe = chromium()
     if exe is None:
         raise RuntimeError("no chromium")
@@ -115,9 +124,45 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
     for fd in (to_child_r, from_child_w, hi_r, hi_w):
         os.close(fd)
     pipe = _Pipe(proc, to_child_w, from_child_r)
+    pipe.profile = profile
+    _OPEN.append(pipe)
+    return pipe
+
+
+def _close() -> None:
+    """Close the process's Chromium, if one runs, and remove its profile."""
+    while _OPEN:
+        pipe = _OPEN.pop()
+        try:
+            pipe.send("Browser.close", timeout=5)
+        except Exception:  # noqa: BLE001 - closing a browser that is already gone
+            pass
+        try:
+            pipe.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pipe.proc.kill()
+            pipe.proc.wait()
+        os.close(pipe.w)
+        os.close(pipe.r)
+        shutil.rmtree(pipe.profile, ignore_errors=True)
+
+
+atexit.register(_close)
+
+
+def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: float = 90,
+         regions: tuple[tuple[int, int], ...] = (), screenshot: bool = False) -> Page:
+    """Open ``path`` offline, wait until ``done_js`` is true, return ``value_js``'s value,
+    the console errors, uncaught exceptions and non-local requests; with ``screenshot`` (or
+    ``regions``), the page's screenshots too (``Page``: half a second a page, which the pages
+    only read through ``value_js`` do without). A page that fails takes its browser with it."""
+    pipe = _browser()
+    pipe.events.clear()
     page = Page()
+    done = False
     try:
-        target = pipe.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        context = pipe.send("Target.createBrowserContext")["browserContextId"]
+        target = pipe.send("Target.createTarget", {"url": "about:blank", "browserContextId": context})["targetId"]
         sid = pipe.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for method in ("Page.enable", "Runtime.enable", "Log.enable", "Network.enable"):
             pipe.send(method, session=sid)
@@ -134,39 +179,19 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{path}: the page did not finish ({done_js}) in {timeout} s")
-            pipe.drain(0.25)
+            pipe.drain(0.05)
         r = pipe.send("Runtime.evaluate", {"expression": f"JSON.stringify({value_js})", "returnByValue": True},
                       session=sid)
         page.value = json.loads(r["result"]["value"])
-        metrics = pipe.send("Page.getLayoutMetrics", session=sid)
-        height = int(min(metrics["cssContentSize"]["height"], 16000))
-        pipe.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
-                                                         "mobile": False}, session=sid)
-        pipe.drain(0.5)
-        shot = pipe.send("Page.captureScreenshot", {"format": "png"}, session=sid)
-        page.png = base64.b64decode(shot["data"])
-        clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 0.125}
-        shot = pipe.send("Page.captureScreenshot", {"format": "png", "clip": clip}, session=sid)
-        page.thumb = base64.b64decode(shot["data"])
-        for top, h in regions:
-            clip = {"x": 0, "y": top, "width": width, "height": h, "scale": 1}
-            shot = pipe.send("Page.captureScreenshot", {"format": "png", "clip": clip}, session=sid)
-            page.crops.append(base64.b64decode(shot["data"]))
+        if screenshot or regions:
+            _screenshots(pipe, sid, page, width, regions)
         pipe.drain(0.2)
+        pipe.send("Target.disposeBrowserContext", {"browserContextId": context})  # (its page closes with it)
+        done = True
     finally:
-        try:
-            pipe.send("Browser.close", timeout=5)
-        except Exception:  # noqa: BLE001 - closing a browser that is already gone
-            pass
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        os.close(to_child_w)
-        os.close(from_child_r)
-        shutil.rmtree(profile, ignore_errors=True)
-    for ev in pipe.events:
+        if not done:
+            _close()
+    for ev in (e for e in pipe.events if e.get("sessionId") == sid):
         method, params = ev.get("method"), ev.get("params", {})
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
             page.console_errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
@@ -182,6 +207,24 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
             if not url.startswith(("file:", "data:", "blob:", "about:")):
                 page.external_requests.append(url)
     return page
+
+
+def _screenshots(pipe: _Pipe, sid: str, page: Page, width: int, regions: tuple[tuple[int, int], ...]) -> None:
+    """The page's full-height screenshot, its 1/8-scale copy and the ``regions`` into ``page``."""
+    metrics = pipe.send("Page.getLayoutMetrics", session=sid)
+    height = int(min(metrics["cssContentSize"]["height"], 16000))
+    pipe.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                     "mobile": False}, session=sid)
+    pipe.drain(0.5)
+    shot = pipe.send("Page.captureScreenshot", {"format": "png"}, session=sid)
+    page.png = base64.b64decode(shot["data"])
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 0.125}
+    shot = pipe.send("Page.captureScreenshot", {"format": "png", "clip": clip}, session=sid)
+    page.thumb = base64.b64decode(shot["data"])
+    for top, h in regions:
+        clip = {"x": 0, "y": top, "width": width, "height": h, "scale": 1}
+        shot = pipe.send("Page.captureScreenshot", {"format": "png", "clip": clip}, session=sid)
+        page.crops.append(base64.b64decode(shot["data"]))
 
 
 #: a saved chart page's state (charts.save: window.tracekitChart): its error, its data marks'

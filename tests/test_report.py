@@ -710,7 +710,7 @@ _SORT_JS = """(function () {
 @needs_chromium
 @pytest.mark.parametrize("name", ["nsys", "ncu", "sweep"])
 def test_report_in_chromium(name, reports, store, tmp_path):
-    page = load(reports[name], DONE, _SORT_JS)
+    page = load(reports[name], DONE, _SORT_JS, screenshot=True)
     keep = os.environ.get("TRACEKIT_SCREENSHOTS")
     shot = Path(keep) if keep else tmp_path
     shot.mkdir(parents=True, exist_ok=True)

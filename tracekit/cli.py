@@ -1434,6 +1434,18 @@ def _ctrl_c_not_raisable():
         sys.unraisablehook = hook
 
 
+_COMMAND: list = []
+
+
+def _command():
+    """``app`` as the click command that parses a command line, built at the first call of a
+    process: building it reads every command's signature and options (some 30 ms), which a
+    program that calls ``main`` many times (the tests: 1,700 times) paid at each call."""
+    if not _COMMAND:
+        _COMMAND.append(typer.main.get_command(app))
+    return _COMMAND[0]
+
+
 def _run(args: list[str]) -> int:
     if not _CONVERTING:
         typer.echo(f"tracekit: error: {cli_params.too_old()}", err=True)
@@ -1454,7 +1466,7 @@ def _run(args: list[str]) -> int:
         # it, and 130 for a Ctrl-C it caught (the command's own message, if any, is printed);
         # the watch keeps a Ctrl-C from cutting an import (DuckDB's module would abort)
         with sigints, _ctrl_c_not_raisable():
-            code = app(args=args, prog_name="tracekit", standalone_mode=False)
+            code = _command()(args=args, prog_name="tracekit", standalone_mode=False)
     except typer.Exit as err:
         return getattr(err, "exit_code", 0)
     except SystemExit:

@@ -31,8 +31,6 @@ JOBS = ("base", "base_again", "after")
 PER_STEP = {j: json.loads((DATA / j / "plant.json").read_text())["observed_per_step"]["duration_ns"] for j in JOBS}
 OTHER = Path(__file__).parent / "data" / "nsys_hstu_mixed" / "export.sqlite.xz"  # a run without a rank
 GPU_SCOPES = ("kernel", "gpu", "memcpy")
-#: the exports below DATA, and the jobs they are ranks of (a folder of several jobs is no job)
-ALL_EXPORTS, ALL_JOBS = len(list(DATA.glob("*/rank*/export.sqlite.xz"))), len(list(DATA.glob("*/rank0")))
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +50,17 @@ def tk(store):
     with tracekit.open(store, read_only=True) as tk:
         yield tk
     _ANSWERS.clear()  # (``_once``'s answers of this store go with it)
+
+
+def _several_jobs(tmp_path: Path) -> tuple[Path, str]:
+    """A folder of three one-rank jobs, a/, b/ and c/ (missed's ranks 1-3: rank 3's capture
+    missed its GPU work, and its ingest warns), which is no job; the error that says so."""
+    folder = tmp_path / "several"
+    for job, r in zip("abc", (1, 2, 3), strict=True):
+        (folder / job / f"rank{r}").mkdir(parents=True)
+        shutil.copy(DATA / "missed" / f"rank{r}" / "export.sqlite.xz", folder / job / f"rank{r}")
+    return folder, (rf"diff --jobs: {folder}: its 3 exports are ranks of 3 jobs \(.*/a/rank\*/export, .*/b/rank\*/export, "
+                    r"\.\.\.\); give the folder of one job")
 
 
 def _first(j: str) -> str:
@@ -605,10 +614,10 @@ def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, tmp
     mine = held.filter(~pl.col("repeat"))
     assert "; ".join(compare.counts(held)) in sec.intro and D.held_by_repeats(mine).removeprefix("; ") in sec.intro
     assert mine["noise_pct"].drop_nulls().len() > 0  # (the repeat's change, rank by rank, the noise of each key)
-    sec = _quiet(build_many, tk, ["9", "10"], vs="1", repeats=["13"]).sections[1][0]  # (run 13: no rank)
+    # (the jobs' section alone, as the report above builds it: the runs' sections would be as above)
+    sec = _quiet(report._jobs_compared, tk, [9, 10], 1, 5.0, ["13"])[0]  # (run 13: no rank)
     assert "compared without the repeats' noise: the repeats are not all ranks of a job of several" in sec.intro
-    # (a run, or the base, no rank of another job: no jobs' section; the report asks _other_job, built once)
-    assert "compare-jobs" not in [s.key for s, *_ in _quiet(build_many, tk, ["9", "13"], vs="1").sections]
+    # a run, or the base, no rank of another job: no jobs' section (the report asks _other_job)
     assert report._other_job(tk, [5, 9], "1") == 1
     for runs, vs in (([9, 13], "1"), ([2, 3], "1"), ([5, 9], "13")):
         assert report._other_job(tk, runs, vs) is None, (runs, vs)
@@ -762,9 +771,9 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
     assert "16 regressed" in out and "Slowest rank of step/forward: rank 2" in out
     empty = tmp_path / "empty"
     empty.mkdir()
+    several = _several_jobs(tmp_path)
     for base, text in (
-            (DATA, rf"diff --jobs: {DATA}: its {ALL_EXPORTS} exports are ranks of {ALL_JOBS} jobs \(.*after/rank\*/export, "
-                   r".*base/rank\*/export, \.\.\.\); give the folder of one job"),
+            several,
             (OTHER.parent, rf"diff --jobs: {OTHER.parent}: its export has no rank \({OTHER}\); name each rank's "),
             (empty, rf"diff --jobs: {empty}: no nsys export below it \(.sqlite, .nsys-rep, compressed or not\): "
                     "nothing to compare")):
@@ -772,7 +781,7 @@ def test_a_job_is_named_by_the_folder_of_its_exports(tk, tmp_path, capsys, monke
         err = capsys.readouterr().err  # (one line: not the warning of missed/rank3's ingest, a run removed again)
         assert err.count("\n") == 1 and re.match("tracekit: error: " + text, err), err
         assert db.read_bytes() == before
-    assert main(["--db", str(tmp_path / "new.duckdb"), "diff", "--jobs", str(DATA), "1"]) == 2
+    assert main(["--db", str(tmp_path / "new.duckdb"), "diff", "--jobs", str(several[0]), "1"]) == 2
     assert not (tmp_path / "new.duckdb").exists()  # (the store the command created, left empty)
     with tracekit.open(db, read_only=True) as ro, pytest.raises(
             QueryError, match=rf"^diff --jobs: {DATA / 'base'}: a job's exports are ingested first, and .* is open "
@@ -1251,8 +1260,8 @@ def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, 
         assert landed == [(i, 8) for i in range(1, 9)]
         assert_same_stores(one.con, two.con)
         assert _quiet(two.diff_jobs, base, after, workers=2).equals(want) and two.runs().height == 8
-        for kw in ({"per_rank": True}, {"repeats": [DATA / "base"]}):
-            assert _quiet(two.diff_jobs, base, after, workers=2, **kw).equals(_quiet(one.diff_jobs, base, after, **kw))
+        kw = {"repeats": [DATA / "base"]}
+        assert _quiet(two.diff_jobs, base, after, workers=2, **kw).equals(_quiet(one.diff_jobs, base, after, **kw))
         assert_same_stores(one.con, two.con)
         side = _quiet(two.compare, DATA / "base", [base, after], jobs=True, workers=2)
         assert side.equals(_quiet(one.compare, DATA / "base", [base, after], jobs=True))
@@ -1295,7 +1304,7 @@ def test_a_comparison_in_threads_that_fails_removes_the_runs_it_ingested(tmp_pat
         with tracekit.open(db, read_only=True) as now, tracekit.open(snap, read_only=True) as was:
             assert_same_stores(now.con, was.con)
 
-    for folder, text in ((DATA, rf"diff --jobs: {DATA}: its {ALL_EXPORTS} exports are ranks of {ALL_JOBS} jobs"),
+    for folder, text in (_several_jobs(tmp_path),
                          (broken, rf"{broken / 'rank1' / 'export.sqlite'}: ")):
         for store in (db, tmp_path / "new.duckdb"):
             assert main(["--db", str(store), "diff", "--jobs", str(folder), str(DATA / "after"), "--workers", "2"]) == 2

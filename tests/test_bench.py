@@ -18,6 +18,9 @@ if torch.cuda.is_available():
     pytest.skip("interpreter tests: run them without CUDA (CUDA_VISIBLE_DEVICES=)", allow_module_level=True)
 os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
+from _interpreter import without_rescans  # noqa: E402
+
+without_rescans()
 
 from tracekit.kernels import api, bench  # noqa: E402
 from tracekit.kernels.bench import (  # noqa: E402

@@ -25,6 +25,10 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
+if not HAS_CUDA:
+    from _interpreter import without_rescans
+
+    without_rescans()
 
 import tracekit.kernels as K  # noqa: E402
 from tracekit.kernels import (  # noqa: E402

@@ -157,6 +157,32 @@ def _ingest_through(store: Path, wrap, error: type[BaseException] = tracekit.Tra
     return info, tk
 
 
+@pytest.mark.parametrize("when", ["ended", "starting"])
+def test_a_ctrl_c_the_command_did_not_catch_is_one_line_or_nothing(small_store, when):
+    """A Ctrl-C that lands once the command has ended (here: as the process puts its signal
+    handlers back, before it ignores SIGINT) changes nothing: the command's output and exit
+    code, no traceback (it printed one, exit -2, where an ingest's 90 % moment fell there).
+    One that lands before the command catches them is the interrupted line and 130."""
+    at = "tracekit.interrupts.stop_at_once" if when == "ended" else "tracekit.cli._debug_first"
+    runner = ("import os, signal, sys, tracekit.cli, tracekit.interrupts\n"
+              f"mod, name = '{at}'.rsplit('.', 1)\n"
+              "mod = sys.modules[mod]; real = getattr(mod, name); sent = []\n"
+              "def once(*args):\n"
+              "    if not sent:\n"
+              "        sent.append(1)\n"
+              "        os.kill(os.getpid(), signal.SIGINT)\n"
+              "    return real(*args)\n"
+              "setattr(mod, name, once)\n"
+              "tracekit.cli.stop_at_once = tracekit.interrupts.stop_at_once\n"
+              "sys.exit(tracekit.cli.main())\n")
+    proc = subprocess.run([sys.executable, "-c", runner, "--db", str(small_store), "runs"], capture_output=True,
+                          text=True, timeout=120)
+    if when == "ended":
+        assert (proc.returncode, proc.stderr) == (0, "") and "nsys" in proc.stdout, proc
+    else:
+        assert (proc.returncode, proc.stdout) == (130, "") and proc.stderr == "tracekit: interrupted\n", proc
+
+
 def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):
     info, _ = _ingest_through(small_store, _SigintDuringCommit)
     assert info.value.exit_code == 130

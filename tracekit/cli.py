@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ from typer.core import TyperGroup
 from . import __version__, cli_params
 from .cli_params import DbPath, Ns
 from .errors import InputError, Interrupted, ParamError, TracekitError
-from .interrupts import SigintWatch
+from .interrupts import SigintWatch, stop_as_ctrl_c, stop_at_once
 from .names import escape_controls
 
 #: plain values converted without importing Pydantic (see cli_params); False: a Typer too old
@@ -1381,21 +1382,36 @@ def _error_text(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code;
-    as the process's command, a SIGTERM or SIGHUP stops it as a Ctrl-C does."""
-    if argv is None:
-        from .interrupts import stop_as_ctrl_c
-
-        stop_as_ctrl_c()
+    as the process's command, a SIGTERM or SIGHUP stops it as a Ctrl-C does, and a Ctrl-C
+    that comes once the command has ended changes nothing."""
+    if argv is not None:
+        return _main(list(argv))
+    stop_as_ctrl_c()
+    code = None
     try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
+        code = _main(sys.argv[1:])
+    except KeyboardInterrupt:
+        # a Ctrl-C the command did not catch: before it caught them, the command stopped; after
+        # it ended (its store closed, its output written), too late to change anything
+        if code is None:
+            typer.echo(f"tracekit: {escape_controls(_interrupted_line())}", err=True)
+            code = 130
     finally:
-        if argv is None:  # the process ends with the command: a Ctrl-C from now on changes nothing
-            import signal
+        _ended()
+    return code
 
-            from .interrupts import stop_at_once
 
-            stop_at_once()  # (first: a SIGTERM forwarded after SIGINT is ignored would be lost)
+def _ended() -> None:
+    """The process ends with the command: a Ctrl-C from now on changes nothing. The handlers
+    ``stop_as_ctrl_c`` replaced are put back first (a SIGTERM forwarded as a SIGINT once SIGINT
+    is ignored would be lost); a Ctrl-C that comes before SIGINT is ignored is passed over."""
+    while True:
+        try:
+            stop_at_once()
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _debug_first(args: list[str]) -> list[str]:

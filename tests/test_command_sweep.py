@@ -542,6 +542,48 @@ def test_two_sweeps_folders_compare_point_by_point(tmp_path, capsys):
     assert not other.exists()
 
 
+# -- sweeps with and without GPU memory: tests/data/command_sweep/plain, mem, mem_again -----
+
+
+def test_a_scope_a_sweeps_points_did_not_trace_is_said_and_the_rest_compared(tmp_path):
+    """plain, mem and mem_again: base's sweep taken again on one H100, then twice with
+    --cuda-memory-usage. plain against mem: plain's points did not record GPU memory, so the
+    memory scope is left out, and said (before, it was dropped without a word), the other scopes
+    compared at every point; asked --by memory, one line. mem against mem_again: GPU memory
+    compared at every point (what a program allocates does not move between captures:
+    unchanged), per NVTX path as well, the points' kernel totals those of NVIDIA's nsys stats."""
+    from tracekit.errors import UntracedScopes
+
+    sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for which in sweep:
+            for run in sorted((SWEEPS / which / "runs").iterdir()):
+                tk.ingest(run)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff(sweep["plain"], sweep["mem"])
+        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        assert said == [f"diff: sweep {sweep['plain']} [points captured under nsys without CUDA memory usage trace] "
+                        f"has no memory scope: sweep {sweep['mem']}'s memory rows are not compared"], said
+        assert "memory" not in set(df["scope"]) and {"kernel", "nvtx", "gpu"} <= set(df["scope"])
+        points = {f"m={p['values']['m']},dtype={p['values']['dtype']}" for p in _manifest("mem")["points"]}
+        assert {k.split(": ", 1)[0] for k in df.filter(pl.col("scope") == "kernel")["key"]} == points
+        with pytest.raises(QueryError, match=rf"^--by memory: sweep {sweep['plain']}, its points captured under "
+                                             r"nsys without CUDA memory usage trace, has no memory scope"):
+            tk.diff(sweep["plain"], sweep["mem"], by="memory")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mem = tk.diff(sweep["mem"], sweep["mem_again"], by="memory")
+        assert not [w for w in caught if issubclass(w.category, UntracedScopes)]
+        assert {k.split(": ", 1)[0] for k in mem["key"]} == points and set(mem["verdict"]) == {"unchanged"}
+        peaks = mem.filter((pl.col("metric") == "peak_bytes") & pl.col("key").str.ends_with(": GPU 0 Device memory"))
+        assert peaks.height == len(points) and (peaks["base"] > 100 << 20).all(), peaks  # (the GEMM's operands)
+        assert mem["key"].str.ends_with(" memory in step").any()  # (per NVTX path too)
+        totals = tk.query("sweep-points", sweep=sweep["mem"])["kernel_total_ns"].to_list()
+        assert totals == [sum(int(s["Total Time (ns)"]) for s in _stats(SWEEPS / "mem" / "runs" / Path(p["run_dir"]).name))
+                          for p in _manifest("mem")["points"]]
+
+
 # -- a sweep under ncu: tests/data/command_sweep/ncu --------------------------------
 
 

@@ -603,7 +603,7 @@ def _scopes(base: Side, new: Side, by: list[str] | None) -> list[str]:
                     raise QueryError(f"--by sweep: {side.label} is a program's sweep: the sweep scope compares "
                                      "the timed requests' latency of the HSTU workload's sweeps, and a program's "
                                      f"sweep timed none; its points compare by {scopes} (leave --by out for all)")
-                raise QueryError(f"--by {s}: {side.label}, its {_kinds(side)}, has no {s} scope (its points "
+                raise QueryError(f"--by {s}: {side.label}, its {_kinds(side, s)}, has no {s} scope (its points "
                                  f"compare by {scopes})")
             raise QueryError(f"--by {s}: {side.label} [{_kinds(side, s)}] has no {s} scope "
                              f"(it {_has(side, sorted)})")
@@ -674,21 +674,38 @@ def _kinds(side: Side, scope: str | Iterable[str] | None = None) -> str:
     """The side's kinds of run, and the kinds of event its capture did not trace: of the
     scopes every capture can have, and of ``scope`` (one asked for, or several: the Unified
     Memory page faults a capture traces only when told are not said missing otherwise)."""
-    if side.run_id is None:
+    if side.run_id is None:  # a sweep: what its points were captured under, and where they did not trace
         tools = sorted({k for p in side.points.values() for k in p.kinds} & {"nsys", "ncu"})
-        return f"points captured under {' and '.join(tools)}" if tools else "sweep"
-    asked = {scope} if isinstance(scope, str) else set(scope or ())
-    said = {k for s in NSYS_SCOPES if s not in OPTIONAL_SCOPES or s in asked for k in SCOPE_EVENTS[s]}
-    lacks = [k for k in side.untraced if k in said]
+        text = f"points captured under {' and '.join(tools)}" if tools else "sweep"
+        lacking = {point: lacks for point, p in side.points.items() if (lacks := _untraced_said(p, scope))}
+        if lacking:
+            events = " or ".join(dict.fromkeys(k for lacks in lacking.values() for k in lacks))
+            where = "" if len(lacking) == len(side.points) else f" at {', '.join(lacking)}"
+            text += f" without {events} trace{where}"
+        return text
+    lacks = _untraced_said(side, scope)
     return (",".join(sorted(side.kinds)) + (f" without {' or '.join(lacks)} trace" if lacks else "")
             + (f", sweep {side.sweep}" if side.sweep else ""))
 
 
+def _untraced_said(side: Side, scope: str | Iterable[str] | None) -> list[str]:
+    """The kinds of event a run's capture did not trace that ``_kinds`` says: of the scopes
+    every capture can have, and of ``scope``."""
+    asked = {scope} if isinstance(scope, str) else set(scope or ())
+    said = {k for s in NSYS_SCOPES if s not in OPTIONAL_SCOPES or s in asked for k in SCOPE_EVENTS[s]}
+    return [k for k in side.untraced if k in said]
+
+
 def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, Side, list[str]]]:
-    """Of two nsys runs, the scopes one has and the other's capture did not trace (CUDA, NVTX,
-    a kind of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the other, the
-    scopes), what a comparison in the scopes both have leaves out."""
-    if sb.run_id is None or sn.run_id is None or "nsys" not in sb.kinds & sn.kinds:
+    """Of two nsys runs, or two sweeps compared point by point (a sweep's scopes: those every
+    point has), the scopes one has and the other's capture did not trace (CUDA, NVTX, a kind
+    of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the other, the scopes),
+    what a comparison in the scopes both have leaves out."""
+    kinds = [side.kinds if side.run_id is not None else {k for p in side.points.values() for k in p.kinds}
+             for side in (sb, sn)]
+    runs = sb.run_id is not None and sn.run_id is not None
+    sweeps = all(side.run_id is None and side.points for side in (sb, sn))
+    if not (runs or sweeps) or "nsys" not in kinds[0] & kinds[1]:
         return []
     return [(side, other, lacks) for side, other in ((sb, sn), (sn, sb))
             if (lacks := [s for s in NSYS_SCOPES if s in other.scopes() and s not in side.scopes()])]
@@ -2608,11 +2625,14 @@ def scopes_asked(by: str | list[str] | tuple[str, ...] | None, choices: tuple[st
 
 
 def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, point: str | None = None,
-               unlined: list[str] | None = None, uncompared: list[str] | None = None) -> list[_Row]:
+               unlined: list[str] | None = None, uncompared: list[str] | None = None,
+               paths: bool | None = None) -> list[_Row]:
     """The rows of two runs in the run scopes ``scopes`` (all but sweep), unsorted; ``point``:
     the two sweeps' point they are, where a run without source lines to compare is one of
     ``unlined`` (the error), not an error, and the point and the kernels whose lines are not
-    compared are added to ``uncompared``."""
+    compared are added to ``uncompared``. ``paths``: whether GPU memory is compared per NVTX
+    path (default: where both runs traced NVTX; two sweeps': where both sweeps did, at every
+    point alike)."""
     params = {"base": sb.run_id, "new": sn.run_id}
     cuda = ["CUDA" not in side.untraced for side in (sb, sn)]
     host_judged = not any(cuda)  # host time is the programs' own: neither traced CUDA
@@ -2656,7 +2676,8 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, poi
         elif scope == "python":
             rows += _python_scope(con, params, threshold)
         elif scope == "memory":  # (bytes and counts, not time: after the GPU time rows, effect 0)
-            rows += _memory_scope(con, params, threshold, paths="nvtx" in sb.scopes() and "nvtx" in sn.scopes())
+            rows += _memory_scope(con, params, threshold, paths=paths if paths is not None else
+                                  "nvtx" in sb.scopes() and "nvtx" in sn.scopes())
         elif scope == "ncu":
             rows += _ncu_scope(con, params, threshold, launches)
         elif scope == "source":
@@ -2854,8 +2875,9 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     if pairs:  # two sweeps: point by point
         unlined: list[NoSourceLines] = []  # (the errors of the points whose reports hold no source lines to compare)
         uncompared: list[str] = []  # (the points and kernels whose lines are not compared, said once)
+        paths = "nvtx" in sb.scopes() and "nvtx" in sn.scopes()  # (memory's keys alike at every point)
         for point, (pb, pn) in pairs.items():
-            for r in _pair_rows(con, pb, pn, run_scopes, threshold, point, unlined, uncompared):
+            for r in _pair_rows(con, pb, pn, run_scopes, threshold, point, unlined, uncompared, paths):
                 r.key = f"{point}: {r.key}"
                 rows.append(r)
         if unlined and len(unlined) == len(pairs):  # (the base's where it lacks them at every point)

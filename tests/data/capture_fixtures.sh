@@ -74,10 +74,11 @@
 #   HSTU_NSYS_SWEEPS hstu_nsys_sweep sweeps to take (default: none; the fixture has base again reference): the
 #                   HSTU workload's `tracekit sweep --bs 1,4 --nc 128,512 --tool nsys --preset small`, twice (noise),
 #                   then with TRACEKIT_KERNELS_BACKEND=reference (PyTorch's attention in place of the Triton kernels)
-#   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow ncu): `tracekit
+#   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow ncu mem mem_again): `tracekit
 #                   sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 -- python3 programs/sweep_matmul.py
 #                   --m {m} --dtype {dtype}`, twice (noise), then with --slow (the softmax twice per step); ncu: the
-#                   same grid under ncu, the first 6 launches inside the NVTX range step (3 steps: GEMM, softmax)
+#                   same grid under ncu, the first 6 launches inside the NVTX range step (3 steps: GEMM, softmax);
+#                   mem, mem_again: base's sweep with --cuda-memory-usage (each point's GPU memory recorded), twice
 #   SOURCE_SWEEPS   ncu_source_sweep sweeps to take (default: none; the fixture has base again slow): `tracekit
 #                   sweep --tool ncu --nvtx-capture shapes --grid size=16,24 -- python3 programs/ncu_shapes.py a
 #                   --sizes {size}` (the Triton kernel's two launches at 2**16 or 2**24 elements per point, its
@@ -648,6 +649,7 @@ for s in ${COMMAND_SWEEPS:-}; do
   echo "== command sweep $s $(date -u +%T)"
   slow=(); [ "$s" = slow ] && slow=(--slow)
   tool=(--tool nsys); [ "$s" = ncu ] && tool=(--tool ncu --nvtx-capture step --launch-count 6)
+  case $s in mem*) tool=(--tool nsys --cuda-memory-usage) ;; esac
   sweep_args=(sweep "${tool[@]}" --grid m=1024,4096 --grid dtype=fp16,fp32 --no-ingest --out "$d/runs" --
               python3 "$here/programs/sweep_matmul.py" --m "{m}" --dtype "{dtype}" "${slow[@]}")
   record "$d" tracekit "${sweep_args[@]}"

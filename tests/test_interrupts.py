@@ -161,8 +161,9 @@ def _ingest_through(store: Path, wrap, error: type[BaseException] = tracekit.Tra
 def test_a_ctrl_c_the_command_did_not_catch_is_one_line_or_nothing(small_store, when):
     """A Ctrl-C that lands once the command has ended (here: as the process puts its signal
     handlers back, before it ignores SIGINT) changes nothing: the command's output and exit
-    code, no traceback (it printed one, exit -2, where an ingest's 90 % moment fell there).
-    One that lands before the command catches them is the interrupted line and 130."""
+    code, no traceback (it printed one, exit -2, where an ingest's 90 % moment fell there), and
+    SIGTERM's handler put back all the same. One that lands before the command catches them is
+    the interrupted line and 130."""
     at = "tracekit.interrupts.stop_at_once" if when == "ended" else "tracekit.cli._debug_first"
     runner = ("import os, signal, sys, tracekit.cli, tracekit.interrupts\n"
               f"mod, name = '{at}'.rsplit('.', 1)\n"
@@ -174,13 +175,18 @@ def test_a_ctrl_c_the_command_did_not_catch_is_one_line_or_nothing(small_store, 
               "    return real(*args)\n"
               "setattr(mod, name, once)\n"
               "tracekit.cli.stop_at_once = tracekit.interrupts.stop_at_once\n"
-              "sys.exit(tracekit.cli.main())\n")
+              "code = tracekit.cli.main()\n"
+              "print('handlers put back:', signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)\n"
+              "sys.exit(code)\n")
     proc = subprocess.run([sys.executable, "-c", runner, "--db", str(small_store), "runs"], capture_output=True,
                           text=True, timeout=120)
+    put_back = "handlers put back: True\n"  # (SIGTERM's own, as stop_as_ctrl_c found it)
+    assert proc.stdout.endswith(put_back), proc
+    out = proc.stdout.removesuffix(put_back)
     if when == "ended":
-        assert (proc.returncode, proc.stderr) == (0, "") and "nsys" in proc.stdout, proc
+        assert (proc.returncode, proc.stderr) == (0, "") and "nsys" in out, proc
     else:
-        assert (proc.returncode, proc.stdout) == (130, "") and proc.stderr == "tracekit: interrupted\n", proc
+        assert (proc.returncode, out) == (130, "") and proc.stderr == "tracekit: interrupted\n", proc
 
 
 def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):

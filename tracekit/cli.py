@@ -1383,35 +1383,32 @@ def _error_text(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default: the process's arguments) and return the exit code;
     as the process's command, a SIGTERM or SIGHUP stops it as a Ctrl-C does, and a Ctrl-C
-    that comes once the command has ended changes nothing."""
+    that comes once the command has returned its code changes nothing."""
     if argv is not None:
         return _main(list(argv))
     stop_as_ctrl_c()
-    code = None
+    codes: list[int] = []
     try:
-        code = _main(sys.argv[1:])
+        try:
+            codes.append(_main(sys.argv[1:]))
+        finally:
+            _ended()
     except KeyboardInterrupt:
-        # a Ctrl-C the command did not catch: before it caught them, the command stopped; after
-        # it ended (its store closed, its output written), too late to change anything
-        if code is None:
-            typer.echo(f"tracekit: {escape_controls(_interrupted_line())}", err=True)
-            code = 130
-    finally:
+        # one the command did not catch (the outer try: it may come as _ended is called):
+        # before the command had its code, it stopped it; after, too late to change anything
         _ended()
-    return code
+        if not codes:
+            typer.echo(f"tracekit: {escape_controls(_interrupted_line())}", err=True)
+            return 130
+    return codes[0]
 
 
 def _ended() -> None:
     """The process ends with the command: a Ctrl-C from now on changes nothing. The handlers
     ``stop_as_ctrl_c`` replaced are put back first (a SIGTERM forwarded as a SIGINT once SIGINT
-    is ignored would be lost); a Ctrl-C that comes before SIGINT is ignored is passed over."""
-    while True:
-        try:
-            stop_at_once()
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            return
-        except KeyboardInterrupt:
-            continue
+    is ignored would be lost); called again where a Ctrl-C cut it, it finishes the job."""
+    stop_at_once()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _debug_first(args: list[str]) -> list[str]:

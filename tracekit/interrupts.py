@@ -66,8 +66,9 @@ def stop_at_once() -> None:
     """The handlers ``stop_as_ctrl_c`` replaced put back (the command has ended: nothing to
     stop as a Ctrl-C would)."""
     while _REPLACED:
-        sig, handler = _REPLACED.popitem()
-        signal.signal(sig, handler)
+        sig = next(iter(_REPLACED))
+        signal.signal(sig, _REPLACED[sig])
+        del _REPLACED[sig]  # (after: a Ctrl-C inside signal.signal leaves it to be put back again)
 
 
 def terminated() -> bool:

@@ -53,14 +53,15 @@ def tk(store):
 
 
 def _several_jobs(tmp_path: Path) -> tuple[Path, str]:
-    """A folder of three one-rank jobs, a/, b/ and c/ (missed's ranks 1-3: rank 3's capture
-    missed its GPU work, and its ingest warns), which is no job; the error that says so."""
+    """A folder of four one-rank jobs, which is no job, and the error that says so: a/, b/ and
+    c/ hold missed's ranks 1-3 (rank 3's capture missed its GPU work: its ingest warns), d/ a
+    copy of base's rank 0, the run a store that holds base's rank 0 holds already (and keeps)."""
     folder = tmp_path / "several"
-    for job, r in zip("abc", (1, 2, 3), strict=True):
+    for job, (src, r) in zip("abcd", (("missed", 1), ("missed", 2), ("missed", 3), ("base", 0)), strict=True):
         (folder / job / f"rank{r}").mkdir(parents=True)
-        shutil.copy(DATA / "missed" / f"rank{r}" / "export.sqlite.xz", folder / job / f"rank{r}")
-    return folder, (rf"diff --jobs: {folder}: its 3 exports are ranks of 3 jobs \(.*/a/rank\*/export, .*/b/rank\*/export, "
-                    r"\.\.\.\); give the folder of one job")
+        shutil.copy(DATA / src / f"rank{r}" / "export.sqlite.xz", folder / job / f"rank{r}")
+    return folder, (rf"diff --jobs: {folder}: its 4 exports are ranks of 4 jobs \(.*/rank\*/export, "
+                    r".*/rank\*/export, \.\.\.\); give the folder of one job")
 
 
 def _first(j: str) -> str:
@@ -618,6 +619,7 @@ def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, tmp
     sec = _quiet(report._jobs_compared, tk, [9, 10], 1, 5.0, ["13"])[0]  # (run 13: no rank)
     assert "compared without the repeats' noise: the repeats are not all ranks of a job of several" in sec.intro
     # a run, or the base, no rank of another job: no jobs' section (the report asks _other_job)
+    assert "compare-jobs" not in [s.key for s, *_ in _quiet(build_many, tk, ["9", "13"], vs="1").sections]
     assert report._other_job(tk, [5, 9], "1") == 1
     for runs, vs in (([9, 13], "1"), ([2, 3], "1"), ([5, 9], "13")):
         assert report._other_job(tk, runs, vs) is None, (runs, vs)
@@ -1248,8 +1250,8 @@ def test_two_ranks_of_one_job_warn_that_the_job_is_compared_with_itself(tk):
 def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, capsys):
     """diff --jobs FOLDER FOLDER --workers 2: the exports ingested two at once, each run
     committed as it lands, the rank pairs compared in threads: the rows and the store of the
-    exports ingested one after another in one transaction (diff, per rank, with a repeat, and
-    compare --jobs); again on that store, nothing is ingested."""
+    exports ingested one after another in one transaction (diff, with a repeat, and compare
+    --jobs); again on that store, nothing is ingested."""
     from _stores import assert_same_stores
 
     base, after = DATA / "base_again", DATA / "after"

@@ -183,8 +183,14 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
         r = pipe.send("Runtime.evaluate", {"expression": f"JSON.stringify({value_js})", "returnByValue": True},
                       session=sid)
         page.value = json.loads(r["result"]["value"])
+        # the page at its full height, as a screenshot takes it: what its charts say as they
+        # fit the new size is collected too
+        metrics = pipe.send("Page.getLayoutMetrics", session=sid)
+        height = int(min(metrics["cssContentSize"]["height"], 16000))
+        pipe.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                         "mobile": False}, session=sid)
         if screenshot or regions:
-            _screenshots(pipe, sid, page, width, regions)
+            _screenshots(pipe, sid, page, width, height, regions)
         pipe.drain(0.2)
         pipe.send("Target.disposeBrowserContext", {"browserContextId": context})  # (its page closes with it)
         done = True
@@ -209,12 +215,10 @@ def load(path: Path, done_js: str, value_js: str, width: int = 1400, timeout: fl
     return page
 
 
-def _screenshots(pipe: _Pipe, sid: str, page: Page, width: int, regions: tuple[tuple[int, int], ...]) -> None:
-    """The page's full-height screenshot, its 1/8-scale copy and the ``regions`` into ``page``."""
-    metrics = pipe.send("Page.getLayoutMetrics", session=sid)
-    height = int(min(metrics["cssContentSize"]["height"], 16000))
-    pipe.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
-                                                     "mobile": False}, session=sid)
+def _screenshots(pipe: _Pipe, sid: str, page: Page, width: int, height: int,
+                 regions: tuple[tuple[int, int], ...]) -> None:
+    """The page's full-height screenshot (``height``: the page resized to it), its 1/8-scale
+    copy and the ``regions`` into ``page``."""
     pipe.drain(0.5)
     shot = pipe.send("Page.captureScreenshot", {"format": "png"}, session=sid)
     page.png = base64.b64decode(shot["data"])

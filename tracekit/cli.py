@@ -10,6 +10,7 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -1447,16 +1448,12 @@ def _ctrl_c_not_raisable():
         sys.unraisablehook = hook
 
 
-_COMMAND: list = []
-
-
+@functools.cache
 def _command():
     """``app`` as the click command that parses a command line, built at the first call of a
     process: building it reads every command's signature and options (some 30 ms), which a
     program that calls ``main`` many times (the tests: 1,700 times) paid at each call."""
-    if not _COMMAND:
-        _COMMAND.append(typer.main.get_command(app))
-    return _COMMAND[0]
+    return typer.main.get_command(app)
 
 
 def _run(args: list[str]) -> int:

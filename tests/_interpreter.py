@@ -5,9 +5,10 @@ language again (``interpreter._patch_lang``): ``_patch_builtin`` lists every mem
 ``tl``, ``tl.tensor``, ``tl.math`` and the tensor descriptor with ``inspect.getmembers``
 to find the Triton builtins among them and wrap them, though after the launch's own patch
 none is left to wrap. The kernels call helpers in every tile, and those scans took
-nearly half the kernel tests' time (test_kernels_hstu: 155 s, 85 s without them). Here the names of a package's builtins are listed at
-its first scan and looked up by name after: the same members are wrapped, in the same
-order, at every call (a package gains no builtin while the tests run)."""
+nearly half the kernel tests' time (test_kernels_hstu: 155 s, 85 s without them). Here
+the names of a package's builtins are listed at its first scan and looked up by name
+after: the same members are wrapped, in the same order, at every call (a package gains no
+builtin while the tests run)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,12 @@ def without_rescans() -> None:
     scan = getattr(interpreter, "_patch_builtin", None)
     if scan is None or getattr(scan, "_names", None) is not None:
         return
-    names: dict[int, tuple[object, list[str]]] = {}
+    names: dict[object, list[str]] = {}  # package (a module or class) -> its builtins' names
 
     def patch_builtin(pkg, builder, scope) -> None:
-        got = names.get(id(pkg))
-        if got is None or got[0] is not pkg:
-            got = names[id(pkg)] = (pkg, [n for n, m in inspect.getmembers(pkg) if tl.core.is_builtin(m)])
-        for name in got[1]:
+        if pkg not in names:
+            names[pkg] = [n for n, m in inspect.getmembers(pkg) if tl.core.is_builtin(m)]
+        for name in names[pkg]:
             member = getattr(pkg, name)
             if tl.core.is_builtin(member):
                 interpreter._patch_attr(pkg, name, member, builder, scope)

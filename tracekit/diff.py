@@ -707,8 +707,9 @@ def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, Side, list[str]]]:
     sweeps = all(side.run_id is None and side.points for side in (sb, sn))
     if not (runs or sweeps) or "nsys" not in kinds[0] & kinds[1]:
         return []
-    return [(side, other, lacks) for side, other in ((sb, sn), (sn, sb))
-            if (lacks := [s for s in NSYS_SCOPES if s in other.scopes() and s not in side.scopes()])]
+    hb, hn = sb.scopes(), sn.scopes()  # (once each: a sweep's asks each of its points)
+    return [(side, other, lacks) for side, other, own, theirs in ((sb, sn, hb, hn), (sn, sb, hn, hb))
+            if (lacks := [s for s in NSYS_SCOPES if s in theirs and s not in own])]
 
 
 #: what a comparison says where a side lacks NVTX and GPU memory is compared (``untraced_scopes``):

@@ -432,6 +432,40 @@ def test_a_repeat_without_a_scope_leaves_its_rows_without_its_noise(python_captu
             tk.diff("ncu_shapes_a", "ncu_shapes_slow", by="ncu", repeats=["no_python"])
 
 
+def test_what_the_base_lacks_is_said_once_not_once_per_run(python_captures, tmp_path, capsys):
+    """hstu_capture_nsys (captured without Python sampling, and with fewer iterations) as the
+    base of the two Python-sampled captures: each comparison leaves the python rows out and
+    finds the setups differ, the same of both runs; each is said once, of the comparison as
+    a whole (before, once per run, each naming that run). With the sampled capture as the
+    base, what one run lacks is said of that run alone."""
+    from tracekit.errors import UntracedScopes
+
+    db = tmp_path / "p.duckdb"
+    shutil.copy(python_captures, db)
+    with tracekit.open(db) as tk:
+        run = tk.ingest(DATA / "hstu_capture_nsys", name="no_python").run_id
+    runs = ["hstu_capture_python", "hstu_capture_python_again"]
+    lacks = (f"run {run} (no_python) [nsys,timing without Python sample trace] has no python scope: the python rows "
+             "are not compared")
+    with tracekit.open(db, read_only=True) as tk:
+        with pytest.warns(CaptureWarning) as caught:
+            df = tk.compare("no_python", runs)
+        said = [str(w.message) for w in caught]
+        assert [str(w.message) for w in caught if w.category is UntracedScopes] == [f"compare: {lacks}"], said
+        setups = [s for s in said if "differ in setup" in s]
+        assert len(setups) == 1 and setups[0].startswith("compare: the captures differ in setup: iters "), said
+        assert len(said) == len(set(said)) and "python" not in set(df["scope"]) and set(df["run"]) == set(runs)
+        with pytest.warns(CaptureWarning) as caught:
+            tk.compare(runs[0], ["no_python", runs[1]])
+        assert [str(w.message) for w in caught if w.category is UntracedScopes] == [f"compare: no_python: {lacks}"]
+        assert any(str(w.message).startswith("compare: no_python: the captures differ in setup: iters ")
+                   for w in caught)
+    capsys.readouterr()
+    assert main(["--db", str(db), "compare", "no_python", *runs, "-f", "csv"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err.count(f"tracekit: warning: compare: {lacks}") == 1 and len(err) == len(set(err)), err
+
+
 def test_diff_with_repeats_is_compare_of_its_one_run_in_diffs_own_order(plants, tmp_path, capsys, monkeypatch):
     """`diff BASE NEW --repeat R`: diff's rows and order, each verdict and note as
     `compare BASE NEW --repeat R` gives them for NEW, and noise_pct. base_c's kernel time in

@@ -484,8 +484,8 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_every_rank_tr
             warnings.simplefilter("always")
             pair = tk.diff(*(runs[(job, 0)].split()[1] for job in ("base", "mixed")))
         said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
-        assert said == [f"diff: {runs[('mixed', 0)]} [nsys without NVTX trace] has no nvtx scope: {runs[('base', 0)]}'s "
-                        "nvtx rows are not compared; GPU memory is compared per GPU, not per NVTX path"], said
+        assert said == [f"diff: {runs[('mixed', 0)]} [nsys without NVTX trace] has no nvtx scope: the nvtx rows are "
+                        "not compared; GPU memory is compared per GPU, not per NVTX path"], said
         memory = pair.filter(pl.col("scope") == "memory")
         assert memory.height and memory["key"].str.starts_with("GPU 0 ").all()
         assert set(memory["verdict"]) == {"unchanged"}

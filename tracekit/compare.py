@@ -172,6 +172,10 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 again = "the base" if ref == refs[0] else "given twice"
                 raise ParamError(f"{command}: {(base, *runs)[i]!r} is {said[i]}, {again}; name each {what} once")
         frames, longs = [], []
+        # what the comparisons say, each text once, with the runs it was said of (the
+        # comparisons' indices: a base that lacks a scope, or differs in setup from all of
+        # them, is said once, not once per run), after the last comparison
+        told: dict[tuple[str, type[Warning], bool], tuple[list[int], tuple[str, int] | None]] = {}
         wanted: set[str] = set()  # (the scopes the runs are compared in: a repeat's noise, where it has them)
         measured = job_diff.measured_scopes if jobs else _diff.measured_scopes
         for ref in refs[1 + n_repeats:] if n_repeats else []:
@@ -204,17 +208,33 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                     continue  # (a repeat's lacks are said as the rows it cannot measure the noise of: lacks)
                 text = str(w.message)
                 if named and issubclass(w.category, CaptureWarning):
-                    text = (f"{command}: {label}{' (a repeat of the base)' if i < n_repeats else ''}: "
-                            f"{text.removeprefix('diff --jobs: ').removeprefix('diff: ')}")
-                warn_from_caller(text, w.category, at=(w.filename, w.lineno))
+                    text = text.removeprefix("diff --jobs: ").removeprefix("diff: ")
+                told.setdefault((text, w.category, named), ([], (w.filename, w.lineno)))[0].append(i)
             for text in lacks:
-                warn_from_caller(text)
+                told.setdefault((text, CaptureWarning, False), ([], None))
             frames.append(df.with_row_index("_order").with_columns(
                 pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
+    for (text, category, named), (whom, at) in told.items():
+        warn_from_caller(f"{command}: {_whom(whom, labels[1:], n_repeats)}{text}" if named else text, category, at=at)
     if jobs and n_repeats:
         held, ranks = _jobs_held(frames, longs, labels, n_repeats)
         return pl.concat(held), labels, ranks
     return _held_by_the_repeats(pl.concat(frames)), labels, None
+
+
+def _whom(whom: list[int], labels: list[str], n_repeats: int) -> str:
+    """Whom a text the comparisons of ``whom`` (indices of ``labels``, the repeats' first)
+    said is of, to put before it: nothing where it is all of several comparisons' (the
+    base's, as every comparison has it), else the runs' labels, the repeats' marked."""
+    from .registry import listed
+
+    if len(whom) == len(labels) > 1:
+        return ""
+    runs = [labels[i] for i in whom if i >= n_repeats]
+    repeats = [labels[i] for i in whom if i < n_repeats]
+    if repeats:
+        runs.append(f"{listed(repeats)} (a repeat{'s' if len(repeats) > 1 else ''} of the base)")
+    return f"{listed(runs)}: "
 
 
 def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted: set[str], lacks: list[str]):

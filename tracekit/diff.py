@@ -696,11 +696,11 @@ def _untraced_said(side: Side, scope: str | Iterable[str] | None) -> list[str]:
     return [k for k in side.untraced if k in said]
 
 
-def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, Side, list[str]]]:
+def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, list[str]]]:
     """Of two nsys runs, or two sweeps compared point by point (a sweep's scopes: those every
     point has), the scopes one has and the other's capture did not trace (CUDA, NVTX, a kind
-    of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the other, the scopes),
-    what a comparison in the scopes both have leaves out."""
+    of sample, GPU memory: ``SCOPE_EVENTS``): (the side lacking them, the scopes), what a
+    comparison in the scopes both have leaves out."""
     kinds = [side.kinds if side.run_id is not None else {k for p in side.points.values() for k in p.kinds}
              for side in (sb, sn)]
     runs = sb.run_id is not None and sn.run_id is not None
@@ -708,7 +708,7 @@ def untraced_scopes(sb: Side, sn: Side) -> list[tuple[Side, Side, list[str]]]:
     if not (runs or sweeps) or "nsys" not in kinds[0] & kinds[1]:
         return []
     hb, hn = sb.scopes(), sn.scopes()  # (once each: a sweep's asks each of its points)
-    return [(side, other, lacks) for side, other, own, theirs in ((sb, sn, hb, hn), (sn, sb, hn, hb))
+    return [(side, lacks) for side, own, theirs in ((sb, hb, hn), (sn, hn, hb))
             if (lacks := [s for s in NSYS_SCOPES if s in theirs and s not in own])]
 
 
@@ -2841,13 +2841,13 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     scopes = _not_one_sweep(sb, sn, _scopes(sb, sn, by), bool(by))
     # (what one capture did not trace is said, not dropped in silence: of the scopes both have where
     # none were asked, else what the memory scope asked for cannot compare)
-    for side, other, lacks in untraced_scopes(sb, sn):
+    for side, lacks in untraced_scopes(sb, sn):
         memory = MEMORY_WITHOUT_PATHS if "nvtx" in lacks and "memory" in scopes else ""
         if by and memory:
             warn_from_caller(UntracedScopes(f"diff: {side.label} [{_kinds(side, 'nvtx')}]: {memory}"))
         elif not by:
             warn_from_caller(UntracedScopes(
-                f"diff: {side.label} [{_kinds(side, lacks)}] has no {listed(lacks, 'or')} scope: {other.label}'s "
+                f"diff: {side.label} [{_kinds(side, lacks)}] has no {listed(lacks, 'or')} scope: the "
                 f"{listed(lacks)} rows are not compared" + (f"; {memory}" if memory else "")))
     for side in (sb,) if sb.run_id is not None and sb.run_id == sn.run_id else (sb, sn):
         if side.status not in (None, "ok"):

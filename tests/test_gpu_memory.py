@@ -452,7 +452,8 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_every_rank_tr
     its NVTX range (before: it said nothing and judged 'Device memory outside NVTX ranges'
     +4906 % regressed), and says so asked --by memory too. mixed as a repeat of base measures
     the noise of the other scopes and says which rows go without it; the plant reads as the
-    exports' peaks (plant.json) have it."""
+    exports' peaks (plant.json) have it. Against more's ranks 1 and 3 alone, mixed measures the
+    noise of every scope on those two ranks."""
     import json
     import warnings
 
@@ -513,6 +514,24 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_every_rank_tr
             rows = df.filter(pl.col("scope") == scope)
             assert rows.height > 0 and rows["noise_pct"].null_count() == rows.height, scope
         assert df.filter(pl.col("scope") == "kernel")["noise_pct"].drop_nulls().len() > 5
+        # more's ranks 1 and 3 alone (a folder of their exports): mixed measures the noise on
+        # those ranks, which traced all of it; what its ranks 0 and 2 lack is no matter here
+        # (before, the job, nvtx and memory rows went without its noise, said as above)
+        part = tmp_path / "more_1_3"
+        for rank in (1, 3):
+            (part / f"rank{rank}").mkdir(parents=True)
+            shutil.copy(jobs / "more" / f"rank{rank}" / "export.sqlite.xz", part / f"rank{rank}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff_jobs("base", str(part), repeats=["mixed"])
+        said = [str(w.message) for w in caught]
+        assert said == ["diff --jobs: ranks 0, 2 of the base job (base) not in the other: left out of the ranks' "
+                        "comparison"], said
+        timed = df.filter(pl.col("scope").is_in(["job", "nvtx", "memory", "kernel"]) & (pl.col("metric") != "slowest_rank"))
+        assert set(timed["scope"]) == {"job", "nvtx", "memory", "kernel"} and timed["noise_pct"].null_count() == 0
+        peak = df.filter((pl.col("scope") == "memory") & (pl.col("key") == "GPU 0 Device memory")
+                         & (pl.col("metric") == "peak_bytes")).row(0, named=True)
+        assert peak["new"] - peak["base"] == 512 * MIB and peak["verdict"] == "regressed" and peak["top_rank"] == 1
     rc = cli_main(["--db", str(tmp_path / "j.duckdb"), "diff", "--jobs", "base", "mixed", "-f", "csv"])
     err = capsys.readouterr().err
     assert rc == 0 and "rank 0 of the new job [nsys without NVTX trace] has no job or nvtx scope" in err

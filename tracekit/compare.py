@@ -180,14 +180,15 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         measured = job_diff.measured_scopes if jobs else _diff.measured_scopes
         for ref in refs[1 + n_repeats:] if n_repeats else []:
             wanted.update((measured(tk, refs[0], ref, by) or ([],))[0])
+        compared = {k for job in refs[1 + n_repeats:] for k, _ in job.ranks} if jobs else set()  # (their ranks)
         for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
             lacks: list[str] = []  # (what a repeat cannot measure the noise of, said after its comparison's own)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", CaptureWarning)
                 if jobs:
-                    scopes = (_repeat_scopes(command, tk, refs[0], ref, label, by, wanted, lacks) if i < n_repeats
-                              else by)
-                    df, long = (as_command(command, job_diff.compare_jobs, tk, refs[0], ref, scopes, threshold_pct,
+                    of, ref = _on_ranks(refs[0], ref, compared) if i < n_repeats else (refs[0], ref)
+                    scopes = _repeat_scopes(command, tk, of, ref, label, by, wanted, lacks) if i < n_repeats else by
+                    df, long = (as_command(command, job_diff.compare_jobs, tk, of, ref, scopes, threshold_pct,
                                            True, None, "repeat" if i < n_repeats else "new") if scopes != [] else
                                 (pl.DataFrame(schema=job_diff.SCHEMA),
                                  pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})))
@@ -220,6 +221,17 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         held, ranks = _jobs_held(frames, longs, labels, n_repeats)
         return pl.concat(held), labels, ranks
     return _held_by_the_repeats(pl.concat(frames)), labels, None
+
+
+def _on_ranks(base, repeat, ranks: set[int]):
+    """A repeat of the base job and the base (``job_diff.Job``), each on the ``ranks`` of the
+    jobs compared with the base: the noise is measured where it is applied, and what the
+    repeat's other ranks lack or missed is no matter of the comparison. As given where the
+    repeat has none of them (its comparison says so)."""
+    kept = [(k, r) for k, r in repeat.ranks if k in ranks]
+    if not kept:
+        return base, repeat
+    return base._replace(ranks=[(k, r) for k, r in base.ranks if k in ranks]), repeat._replace(ranks=kept)
 
 
 def _whom(whom: list[int], labels: list[str], n_repeats: int) -> str:

@@ -437,7 +437,10 @@ def test_what_the_base_lacks_is_said_once_not_once_per_run(python_captures, tmp_
     base of the two Python-sampled captures: each comparison leaves the python rows out and
     finds the setups differ, the same of both runs; each is said once, of the comparison as
     a whole (before, once per run, each naming that run). With the sampled capture as the
-    base, what one run lacks is said of that run alone."""
+    base, what one run lacks is said of that run alone. With repeats: what the base lacks is
+    still the base's (a repeat says no scope it lacks this way), what repeats alone say is
+    theirs, named as repeats; another library's warning is passed on as given; where a
+    comparison fails, what those before it said is said too."""
     from tracekit.errors import UntracedScopes
 
     db = tmp_path / "p.duckdb"
@@ -460,6 +463,40 @@ def test_what_the_base_lacks_is_said_once_not_once_per_run(python_captures, tmp_
         assert [str(w.message) for w in caught if w.category is UntracedScopes] == [f"compare: no_python: {lacks}"]
         assert any(str(w.message).startswith("compare: no_python: the captures differ in setup: iters ")
                    for w in caught)
+        # a repeat (backtrace: no sweep scope, another sampling setup) says no scope the base
+        # lacks: the runs' all said it, so it is still the base's; what the repeat alone said
+        # is of the repeat, two repeats named as such
+        with pytest.warns(CaptureWarning) as caught:
+            tk.compare("no_python", runs, repeats=["backtrace"])
+        said = [str(w.message) for w in caught]
+        assert f"compare: {lacks}" in said and len(said) == len(set(said)), said
+        assert "compare: backtrace (a repeat of the base): the captures differ in setup: nsys --sample none -> " \
+               "process-tree" in said, said
+        assert "compare: hstu_capture_python and hstu_capture_python_again: the captures differ in setup: iters 30 " \
+               "-> 50; warmup_ms 1000.0 -> 2000.0" in said, said
+        with pytest.warns(CaptureWarning) as caught:
+            tk.compare("hstu_capture_python", ["backtrace"], repeats=runs[1:] + ["hstu_capture_python_again2"])
+        said = [str(w.message) for w in caught]
+        assert any(s.startswith("compare: hstu_capture_python_again and hstu_capture_python_again2 (repeats of the "
+                                "base): the captures differ in setup: code ") for s in said), said
+        # another library's warning is passed on as it was given, not as tracekit's
+        real = C._repeat_or_run
+
+        def noisy(*args):
+            warnings.warn("invalid value encountered in divide", RuntimeWarning, stacklevel=1)
+            return real(*args)
+
+        with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mp.setattr(C, "_repeat_or_run", noisy)
+            tk.compare("no_python", runs)
+        assert [str(w.message) for w in caught if w.category is RuntimeWarning] == ["invalid value encountered in divide"]
+        # a comparison that fails: what those before it said is still said, then the error
+        with warnings.catch_warnings(record=True) as caught, pytest.raises(QueryError, match=r"^--by python: run "):
+            warnings.simplefilter("always")
+            tk.compare(runs[0], ["hstu_capture_python_again2", "no_python"], by="python")
+        assert [str(w.message) for w in caught] == ["compare: hstu_capture_python_again2: the captures differ in "
+                                                    "setup: code 23e51ed28589+dirty -> 92ecf1b9d948"]
     capsys.readouterr()
     assert main(["--db", str(db), "compare", "no_python", *runs, "-f", "csv"]) == 0
     err = capsys.readouterr().err.splitlines()

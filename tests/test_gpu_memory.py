@@ -453,7 +453,8 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_every_rank_tr
     +4906 % regressed), and says so asked --by memory too. mixed as a repeat of base measures
     the noise of the other scopes and says which rows go without it; the plant reads as the
     exports' peaks (plant.json) have it. Against more's ranks 1 and 3 alone, mixed measures the
-    noise of every scope on those two ranks."""
+    noise of every scope on those two ranks; a repeat that shares none of the compared ranks
+    with the base is compared with it as given."""
     import json
     import warnings
 
@@ -532,6 +533,18 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_every_rank_tr
         peak = df.filter((pl.col("scope") == "memory") & (pl.col("key") == "GPU 0 Device memory")
                          & (pl.col("metric") == "peak_bytes")).row(0, named=True)
         assert peak["new"] - peak["base"] == 512 * MIB and peak["verdict"] == "regressed" and peak["top_rank"] == 1
+        # base's ranks 0 and 1 against more's 1 and 3, mixed's 0 and 3 the repeat: on the compared
+        # ranks the repeat and the base share none, so they are compared as given (on rank 0)
+        for job, ranks in (("base", (0, 1)), ("mixed", (0, 3))):
+            for rank in ranks:
+                (tmp_path / f"{job}_part" / f"rank{rank}").mkdir(parents=True)
+                shutil.copy(jobs / job / f"rank{rank}" / "export.sqlite.xz", tmp_path / f"{job}_part" / f"rank{rank}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff_jobs(str(tmp_path / "base_part"), str(part), repeats=[str(tmp_path / "mixed_part")])
+        assert any("rank 1 of the base job (base) not in the other: no noise measured for it" in str(w.message)
+                   for w in caught), [str(w.message) for w in caught]
+        assert df.filter(pl.col("scope") == "kernel").height > 5 and df["noise_pct"].null_count() == df.height
     rc = cli_main(["--db", str(tmp_path / "j.duckdb"), "diff", "--jobs", "base", "mixed", "-f", "csv"])
     err = capsys.readouterr().err
     assert rc == 0 and "rank 0 of the new job [nsys without NVTX trace] has no job or nvtx scope" in err

@@ -172,51 +172,54 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                 again = "the base" if ref == refs[0] else "given twice"
                 raise ParamError(f"{command}: {(base, *runs)[i]!r} is {said[i]}, {again}; name each {what} once")
         frames, longs = [], []
-        # what the comparisons say, each text once, with the runs it was said of (the
-        # comparisons' indices: a base that lacks a scope, or differs in setup from all of
-        # them, is said once, not once per run), after the last comparison
+        # what the comparisons say, each text once, with the runs it was said of (a base that
+        # lacks a scope, or differs in setup from all of them, is said once, not once per run)
         told: dict[tuple[str, type[Warning], bool], tuple[list[int], tuple[str, int] | None]] = {}
         wanted: set[str] = set()  # (the scopes the runs are compared in: a repeat's noise, where it has them)
         measured = job_diff.measured_scopes if jobs else _diff.measured_scopes
         for ref in refs[1 + n_repeats:] if n_repeats else []:
             wanted.update((measured(tk, refs[0], ref, by) or ([],))[0])
         compared = {k for job in refs[1 + n_repeats:] for k, _ in job.ranks} if jobs else set()  # (their ranks)
-        for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
-            lacks: list[str] = []  # (what a repeat cannot measure the noise of, said after its comparison's own)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", CaptureWarning)
-                if jobs:
-                    of, ref = _on_ranks(refs[0], ref, compared) if i < n_repeats else (refs[0], ref)
-                    scopes = _repeat_scopes(command, tk, of, ref, label, by, wanted, lacks) if i < n_repeats else by
-                    df, long = (as_command(command, job_diff.compare_jobs, tk, of, ref, scopes, threshold_pct,
-                                           True, None, "repeat" if i < n_repeats else "new") if scopes != [] else
-                                (pl.DataFrame(schema=job_diff.SCHEMA),
-                                 pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})))
-                    longs.append(long)
-                else:
-                    try:
-                        df = (_repeat_diff(command, tk, refs[0], ref, label, by, threshold_pct, wanted, sides, caught,
-                                           lacks) if i < n_repeats else
-                              _repeat_or_run(command, tk, refs[0], ref, by, threshold_pct))
-                    except TracekitError as err:  # (a repeat's said to be one, but where the base lacks the lines)
-                        of_repeat = i < n_repeats and getattr(err, "side", 1) == 1
-                        raise _said_as_given(err, command, sides, label if of_repeat else None) from None
-            # what diff says of a pair names the run where it is one of several (a repeat's
-            # setup is the base's noise, not the change's)
-            named = i < n_repeats or (command == "compare" and len(runs) > 1)
-            for w in caught:
-                if i < n_repeats and issubclass(w.category, UntracedScopes):
-                    continue  # (a repeat's lacks are said as the rows it cannot measure the noise of: lacks)
-                text = str(w.message)
-                if named and issubclass(w.category, CaptureWarning):
-                    text = text.removeprefix("diff --jobs: ").removeprefix("diff: ")
-                told.setdefault((text, w.category, named), ([], (w.filename, w.lineno)))[0].append(i)
-            for text in lacks:
-                told.setdefault((text, CaptureWarning, False), ([], None))
-            frames.append(df.with_row_index("_order").with_columns(
-                pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"), pl.lit(i < n_repeats).alias("repeat")))
-    for (text, category, named), (whom, at) in told.items():
-        warn_from_caller(f"{command}: {_whom(whom, labels[1:], n_repeats)}{text}" if named else text, category, at=at)
+        try:
+            for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
+                lacks: list[str] = []  # (what a repeat cannot measure the noise of, said after its comparison's own)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", CaptureWarning)
+                    if jobs:
+                        of, ref = _on_ranks(refs[0], ref, compared) if i < n_repeats else (refs[0], ref)
+                        scopes = _repeat_scopes(command, tk, of, ref, label, by, wanted, lacks) if i < n_repeats else by
+                        df, long = (as_command(command, job_diff.compare_jobs, tk, of, ref, scopes, threshold_pct,
+                                               True, None, "repeat" if i < n_repeats else "new") if scopes != [] else
+                                    (pl.DataFrame(schema=job_diff.SCHEMA),
+                                     pl.DataFrame(schema={**_diff.SCHEMA, "rank": pl.Int64})))
+                        longs.append(long)
+                    else:
+                        try:
+                            df = (_repeat_diff(command, tk, refs[0], ref, label, by, threshold_pct, wanted, sides,
+                                               caught, lacks) if i < n_repeats else
+                                  _repeat_or_run(command, tk, refs[0], ref, by, threshold_pct))
+                        except TracekitError as err:  # (a repeat's said to be one, but where the base lacks the lines)
+                            of_repeat = i < n_repeats and getattr(err, "side", 1) == 1
+                            raise _said_as_given(err, command, sides, label if of_repeat else None) from None
+                # what diff says of a pair names the run where it is one of several (a repeat's
+                # setup is the base's noise, not the change's)
+                named = i < n_repeats or (command == "compare" and len(runs) > 1)
+                for w in caught:
+                    if i < n_repeats and issubclass(w.category, UntracedScopes):
+                        continue  # (a repeat's lacks are said as the rows it cannot measure the noise of: lacks)
+                    text, prefixed = str(w.message), named and issubclass(w.category, CaptureWarning)
+                    if prefixed:
+                        text = text.removeprefix("diff --jobs: ").removeprefix("diff: ")
+                    whom = told.setdefault((text, w.category, prefixed), ([], (w.filename, w.lineno)))[0]
+                    if i not in whom:
+                        whom.append(i)
+                for text in lacks:
+                    told.setdefault((text, CaptureWarning, False), ([], None))
+                frames.append(df.with_row_index("_order").with_columns(
+                    pl.lit(labels[0]).alias("base_run"), pl.lit(label).alias("run"),
+                    pl.lit(i < n_repeats).alias("repeat")))
+        finally:  # (what the comparisons made said, also where a later one failed)
+            _say(command, told, labels[1:], n_repeats)
     if jobs and n_repeats:
         held, ranks = _jobs_held(frames, longs, labels, n_repeats)
         return pl.concat(held), labels, ranks
@@ -224,29 +227,37 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
 
 
 def _on_ranks(base, repeat, ranks: set[int]):
-    """A repeat of the base job and the base (``job_diff.Job``), each on the ``ranks`` of the
-    jobs compared with the base: the noise is measured where it is applied, and what the
-    repeat's other ranks lack or missed is no matter of the comparison. As given where the
-    repeat has none of them (its comparison says so)."""
-    kept = [(k, r) for k, r in repeat.ranks if k in ranks]
-    if not kept:
+    """A repeat of the base job and the base (``job_diff.Job``), each on those of its ranks
+    that the jobs compared with the base have (``ranks``): the noise is measured where it is
+    applied, and what the repeat's other ranks lack or missed is no matter of the comparison
+    (a compared rank the repeat lacks is still said). As given where the two share none of
+    those ranks."""
+    on_b, on_r = ([(k, r) for k, r in job.ranks if k in ranks] for job in (base, repeat))
+    if not {k for k, _ in on_b} & {k for k, _ in on_r}:
         return base, repeat
-    return base._replace(ranks=[(k, r) for k, r in base.ranks if k in ranks]), repeat._replace(ranks=kept)
+    return base._replace(ranks=on_b), repeat._replace(ranks=on_r)
 
 
-def _whom(whom: list[int], labels: list[str], n_repeats: int) -> str:
-    """Whom a text the comparisons of ``whom`` (indices of ``labels``, the repeats' first)
-    said is of, to put before it: nothing where it is all of several comparisons' (the
-    base's, as every comparison has it), else the runs' labels, the repeats' marked."""
+def _say(command: str, told: dict, labels: list[str], n_repeats: int) -> None:
+    """Says each text the comparisons gave (``told``: (text, category, named) -> (the
+    comparisons that said it, indices of ``labels``, the repeats' first; where it was said)),
+    once. A named one after whom it is of: no one where every comparison that could say it did
+    and there are several (the base's, as ``a base without a scope`` or a setup all differ from
+    it in: a repeat says no scope it lacks this way), else the runs' labels, the repeats' marked
+    (``B and C, R (a repeat of the base): ...``)."""
     from .registry import listed
 
-    if len(whom) == len(labels) > 1:
-        return ""
-    runs = [labels[i] for i in whom if i >= n_repeats]
-    repeats = [labels[i] for i in whom if i < n_repeats]
-    if repeats:
-        runs.append(f"{listed(repeats)} (a repeat{'s' if len(repeats) > 1 else ''} of the base)")
-    return f"{listed(runs)}: "
+    for (text, category, named), (whom, at) in told.items():
+        if named:
+            could = [i for i in range(len(labels)) if i >= n_repeats or not issubclass(category, UntracedScopes)]
+            runs = [labels[i] for i in whom if i >= n_repeats]
+            repeats = [labels[i] for i in whom if i < n_repeats]
+            groups = [listed(runs)] if runs else []
+            if repeats:
+                groups.append(f"{listed(repeats)} ({'repeats' if len(repeats) > 1 else 'a repeat'} of the base)")
+            of = "" if len(could) > 1 and set(whom) >= set(could) else f"{', '.join(groups)}: "
+            text = f"{command}: {of}{text}"
+        warn_from_caller(text, category, at=at)
 
 
 def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted: set[str], lacks: list[str]):

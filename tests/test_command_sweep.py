@@ -584,6 +584,39 @@ def test_a_scope_a_sweeps_points_did_not_trace_is_said_and_the_rest_compared(tmp
                           for p in _manifest("mem")["points"]]
 
 
+def test_two_sweeps_are_compared_in_the_scopes_of_the_points_they_share(tmp_path):
+    """mem's first three points and plain's last (captured without --cuda-memory-usage,
+    ingested as mem's point m=4096,dtype=fp32) against mem_again's first three: the sweeps
+    share three points, all of which recorded GPU memory, so GPU memory is compared there
+    (before, the point only mem has left the memory scope out, said of that point). With
+    mem_again's fourth point, that point is compared too, and mem's lack there is said of it."""
+    from tracekit.errors import UntracedScopes
+
+    sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
+    runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in (*runs["mem"][:3], *runs["mem_again"][:3]):
+            tk.ingest(run)
+        tk.ingest(runs["plain"][3], params={"sweep": sweep["mem"]})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff(sweep["mem"], sweep["mem_again"])
+        assert not [w for w in caught if issubclass(w.category, UntracedScopes)]
+        assert any("m=4096,dtype=fp32 is not in the store" in str(w.message) for w in caught)
+        memory = df.filter(pl.col("scope") == "memory")
+        assert {k.split(": ", 1)[0] for k in memory["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
+                                                                "m=4096,dtype=fp16"}
+        assert set(memory["verdict"]) == {"unchanged"}
+        tk.ingest(runs["mem_again"][3])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.diff(sweep["mem"], sweep["mem_again"])
+        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        assert said == [f"diff: sweep {sweep['mem']} [points captured under nsys without CUDA memory usage trace at "
+                        "m=4096,dtype=fp32] has no memory scope: the memory rows are not compared"], said
+        assert "memory" not in set(df["scope"]) and {"kernel", "nvtx", "gpu"} <= set(df["scope"])
+
+
 # -- a sweep under ncu: tests/data/command_sweep/ncu --------------------------------
 
 

@@ -245,7 +245,7 @@ import re
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -2723,10 +2723,14 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
 def _as_compared(con, base: Side, new: Side) -> tuple[Side, Side]:
     """The two sides as ``diff`` compares them: a program's sweep against a run by its run at
     the run's point (``_at_the_runs_point``); one run against itself as its own point, not
-    its sweep."""
+    its sweep; two sweeps that share points with those points alone (their scopes, and what
+    their points did not trace, are of the points compared: a point one sweep has alone is
+    said by ``_paired_points``, from the sweeps as given)."""
     sb, sn = _at_the_runs_point(con, base, new)
     if sb.run_id is not None and sb.run_id == sn.run_id:
         sb.own_point = sn.own_point = True
+    if sb.run_id is None and sn.run_id is None and (both := sb.points.keys() & sn.points.keys()):
+        sb, sn = (replace(side, points={p: s for p, s in side.points.items() if p in both}) for side in (sb, sn))
     return sb, sn
 
 
@@ -2744,7 +2748,7 @@ def stand_in(tk, base: Any, new: Any, by: list[str] | str | None = None) -> str 
         sides = [resolve(tk, r) for r in (base, new)]
     pair = _as_compared(tk.con, *sides)
     for role, was, now in zip(("base", "new"), sides, pair, strict=True):
-        if now is not was:
+        if was.run_id is None and now.run_id is not None:
             point = next(p for p, s in was.points.items() if s is now)
             return f"{role} {was.label} is compared by its run at {point}, {now.label}"
     asked = scopes_asked(by, SCOPES) if by else None
@@ -2866,7 +2870,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     differs = setup_differences(con, sb, sn, points=not whole) if (sb.run_id, sb.sweep) != (sn.run_id, sn.sweep) \
         else []
     run_scopes = [sc for sc in scopes if sc != "sweep"]
-    pairs = _paired_points(con, sb, sn) if run_scopes and sb.run_id is None and sn.run_id is None else {}
+    pairs = _paired_points(con, sides[0], sides[1]) if run_scopes and sb.run_id is None and sn.run_id is None else {}
     if pairs:  # a program's command, which each point's values change, compared at one point ('--slow' added)
         pb, pn = next(iter(pairs.values()))
         differs += [d for d in setup_differences(con, pb, pn) if d.startswith("program ") and d not in differs]

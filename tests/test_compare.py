@@ -439,8 +439,9 @@ def test_what_the_base_lacks_is_said_once_not_once_per_run(python_captures, tmp_
     a whole (before, once per run, each naming that run). With the sampled capture as the
     base, what one run lacks is said of that run alone. With repeats: what the base lacks is
     still the base's (a repeat says no scope it lacks this way), what repeats alone say is
-    theirs, named as repeats; another library's warning is passed on as given; where a
-    comparison fails, what those before it said is said too."""
+    theirs, named as repeats; with one run, and in diff with repeats, what the base differs
+    from all of them in is said once, as the command's own; another library's warning is
+    passed on as given; where a comparison fails, what those before it said is said too."""
     from tracekit.errors import UntracedScopes
 
     db = tmp_path / "p.duckdb"
@@ -474,6 +475,18 @@ def test_what_the_base_lacks_is_said_once_not_once_per_run(python_captures, tmp_
                "process-tree" in said, said
         assert "compare: hstu_capture_python and hstu_capture_python_again: the captures differ in setup: iters 30 " \
                "-> 50; warmup_ms 1000.0 -> 2000.0" in said, said
+        for repeats in ([], ["backtrace"]):  # (one run: still the base's; a compare's line, not diff's)
+            with pytest.warns(CaptureWarning) as caught:
+                tk.compare("no_python", runs[:1], repeats=repeats)
+            said = [str(w.message) for w in caught]
+            assert f"compare: {lacks}" in said and all(s.startswith("compare: ") for s in said), said
+        # diff with a repeat: what the base differs from both in, said once, as diff says it
+        with pytest.warns(CaptureWarning) as caught:
+            tk.diff("no_python", runs[0], repeats=runs[1:])
+        said = [str(w.message) for w in caught]
+        assert [s for s in said if "differ in setup" in s] == ["diff: the captures differ in setup: iters 30 -> 50; "
+                                                              "warmup_ms 1000.0 -> 2000.0"], said
+        assert f"diff: {lacks}" in said, said
         with pytest.warns(CaptureWarning) as caught:
             tk.compare("hstu_capture_python", ["backtrace"], repeats=runs[1:] + ["hstu_capture_python_again2"])
         said = [str(w.message) for w in caught]

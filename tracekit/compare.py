@@ -201,16 +201,13 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                         except TracekitError as err:  # (a repeat's said to be one, but where the base lacks the lines)
                             of_repeat = i < n_repeats and getattr(err, "side", 1) == 1
                             raise _said_as_given(err, command, sides, label if of_repeat else None) from None
-                # what diff says of a pair names the run where it is one of several (a repeat's
-                # setup is the base's noise, not the change's)
-                named = i < n_repeats or (command == "compare" and len(runs) > 1)
                 for w in caught:
                     if i < n_repeats and issubclass(w.category, UntracedScopes):
                         continue  # (a repeat's lacks are said as the rows it cannot measure the noise of: lacks)
-                    text, prefixed = str(w.message), named and issubclass(w.category, CaptureWarning)
-                    if prefixed:
+                    text, ours = str(w.message), issubclass(w.category, CaptureWarning)
+                    if ours:  # (said after whom it is of: _say)
                         text = text.removeprefix("diff --jobs: ").removeprefix("diff: ")
-                    whom = told.setdefault((text, w.category, prefixed), ([], (w.filename, w.lineno)))[0]
+                    whom = told.setdefault((text, w.category, ours), ([], (w.filename, w.lineno)))[0]
                     if i not in whom:
                         whom.append(i)
                 for text in lacks:
@@ -239,24 +236,27 @@ def _on_ranks(base, repeat, ranks: set[int]):
 
 
 def _say(command: str, told: dict, labels: list[str], n_repeats: int) -> None:
-    """Says each text the comparisons gave (``told``: (text, category, named) -> (the
+    """Says each text the comparisons gave (``told``: (text, category, tracekit's) -> (the
     comparisons that said it, indices of ``labels``, the repeats' first; where it was said)),
-    once. A named one after whom it is of: no one where every comparison that could say it did
-    and there are several (the base's, as ``a base without a scope`` or a setup all differ from
-    it in: a repeat says no scope it lacks this way), else the runs' labels, the repeats' marked
-    (``B and C, R (a repeat of the base): ...``)."""
+    once; tracekit's after whom it is of. Of no one where every comparison that could say it
+    did (the base's: its lack of a scope, which a repeat says otherwise, or a setup all of
+    them differ from it in), or where it is the one run's of a diff with repeats, which is
+    not named; else the runs' labels, the repeats' marked (``B and C, R (a repeat of the
+    base): ...``)."""
     from .registry import listed
 
-    for (text, category, named), (whom, at) in told.items():
-        if named:
+    for (text, category, ours), (whom, at) in told.items():
+        if ours:
             could = [i for i in range(len(labels)) if i >= n_repeats or not issubclass(category, UntracedScopes)]
-            runs = [labels[i] for i in whom if i >= n_repeats]
-            repeats = [labels[i] for i in whom if i < n_repeats]
-            groups = [listed(runs)] if runs else []
-            if repeats:
-                groups.append(f"{listed(repeats)} ({'repeats' if len(repeats) > 1 else 'a repeat'} of the base)")
-            of = "" if len(could) > 1 and set(whom) >= set(could) else f"{', '.join(groups)}: "
-            text = f"{command}: {of}{text}"
+            if set(whom) >= set(could) or (command != "compare" and min(whom) >= n_repeats):
+                text = f"{command}: {text}"
+            else:
+                runs = [labels[i] for i in whom if i >= n_repeats]
+                repeats = [labels[i] for i in whom if i < n_repeats]
+                groups = [listed(runs)] if runs else []
+                if repeats:
+                    groups.append(f"{listed(repeats)} ({'repeats' if len(repeats) > 1 else 'a repeat'} of the base)")
+                text = f"{command}: {', '.join(groups)}: {text}"
         warn_from_caller(text, category, at=at)
 
 

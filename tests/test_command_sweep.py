@@ -545,6 +545,17 @@ def test_two_sweeps_folders_compare_point_by_point(tmp_path, capsys):
 # -- sweeps with and without GPU memory: tests/data/command_sweep/plain, mem, mem_again -----
 
 
+def _diffed(tk, base: str, new: str, **kwargs) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """``tk.diff``'s rows, every warning it gave, and those saying a scope is left out."""
+    from tracekit.errors import UntracedScopes
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = tk.diff(base, new, **kwargs)
+    return (df, [str(w.message) for w in caught],
+            [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)])
+
+
 def test_a_scope_a_sweeps_points_did_not_trace_is_said_and_the_rest_compared(tmp_path):
     """plain, mem and mem_again: base's sweep taken again on one H100, then twice with
     --cuda-memory-usage. plain against mem: plain's points did not record GPU memory, so the
@@ -552,17 +563,12 @@ def test_a_scope_a_sweeps_points_did_not_trace_is_said_and_the_rest_compared(tmp
     compared at every point; asked --by memory, one line. mem against mem_again: GPU memory
     compared at every point (what a program allocates does not move between captures:
     unchanged), per NVTX path as well, the points' kernel totals those of NVIDIA's nsys stats."""
-    from tracekit.errors import UntracedScopes
-
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         for which in sweep:
             for run in sorted((SWEEPS / which / "runs").iterdir()):
                 tk.ingest(run)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            df = tk.diff(sweep["plain"], sweep["mem"])
-        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        df, _, said = _diffed(tk, sweep["plain"], sweep["mem"])
         assert said == [f"diff: sweep {sweep['plain']} [points captured under nsys without CUDA memory usage trace] "
                         "has no memory scope: the memory rows are not compared"], said
         assert "memory" not in set(df["scope"]) and {"kernel", "nvtx", "gpu"} <= set(df["scope"])
@@ -571,10 +577,8 @@ def test_a_scope_a_sweeps_points_did_not_trace_is_said_and_the_rest_compared(tmp
         with pytest.raises(QueryError, match=rf"^--by memory: sweep {sweep['plain']}, its points captured under "
                                              r"nsys without CUDA memory usage trace, has no memory scope"):
             tk.diff(sweep["plain"], sweep["mem"], by="memory")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            mem = tk.diff(sweep["mem"], sweep["mem_again"], by="memory")
-        assert not [w for w in caught if issubclass(w.category, UntracedScopes)]
+        mem, _, said = _diffed(tk, sweep["mem"], sweep["mem_again"], by="memory")
+        assert not said
         assert {k.split(": ", 1)[0] for k in mem["key"]} == points and set(mem["verdict"]) == {"unchanged"}
         peaks = mem.filter((pl.col("metric") == "peak_bytes") & pl.col("key").str.ends_with(": GPU 0 Device memory"))
         assert peaks.height == len(points) and (peaks["base"] > 100 << 20).all(), peaks  # (the GEMM's operands)
@@ -590,28 +594,20 @@ def test_two_sweeps_are_compared_in_the_scopes_of_the_points_they_share(tmp_path
     share three points, all of which recorded GPU memory, so GPU memory is compared there
     (before, the point only mem has left the memory scope out, said of that point). With
     mem_again's fourth point, that point is compared too, and mem's lack there is said of it."""
-    from tracekit.errors import UntracedScopes
-
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         for run in (*runs["mem"][:3], *runs["mem_again"][:3]):
             tk.ingest(run)
         tk.ingest(runs["plain"][3], params={"sweep": sweep["mem"]})
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            df = tk.diff(sweep["mem"], sweep["mem_again"])
-        assert not [w for w in caught if issubclass(w.category, UntracedScopes)]
-        assert any("m=4096,dtype=fp32 is not in the store" in str(w.message) for w in caught)
+        df, told, said = _diffed(tk, sweep["mem"], sweep["mem_again"])
+        assert not said and any("m=4096,dtype=fp32 is not in the store" in t for t in told), told
         memory = df.filter(pl.col("scope") == "memory")
         assert {k.split(": ", 1)[0] for k in memory["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
                                                                 "m=4096,dtype=fp16"}
         assert set(memory["verdict"]) == {"unchanged"}
         tk.ingest(runs["mem_again"][3])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            df = tk.diff(sweep["mem"], sweep["mem_again"])
-        said = [str(w.message) for w in caught if issubclass(w.category, UntracedScopes)]
+        df, _, said = _diffed(tk, sweep["mem"], sweep["mem_again"])
         assert said == [f"diff: sweep {sweep['mem']} [points captured under nsys without CUDA memory usage trace at "
                         "m=4096,dtype=fp32] has no memory scope: the memory rows are not compared"], said
         assert "memory" not in set(df["scope"]) and {"kernel", "nvtx", "gpu"} <= set(df["scope"])

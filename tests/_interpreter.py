@@ -4,11 +4,11 @@ At every call of a ``@triton.jit`` helper from a kernel the interpreter patches 
 language again (``interpreter._patch_lang``): ``_patch_builtin`` lists every member of
 ``tl``, ``tl.tensor``, ``tl.math`` and the tensor descriptor with ``inspect.getmembers``
 to find the Triton builtins among them and wrap them, though after the launch's own patch
-none is left to wrap. The kernels call helpers in every tile, and those scans took
-nearly half the kernel tests' time (test_kernels_hstu: 155 s, 85 s without them). Here
-the names of a package's builtins are listed at its first scan and looked up by name
-after: the same members are wrapped, in the same order, at every call (a package gains no
-builtin while the tests run)."""
+none is left to wrap. The kernels call helpers in every tile, so those scans are much of
+the kernel tests' time (docs/performance.md, eighty-sixth session). Here the names of a
+package's builtins are listed at its first scan and looked up by name after: the same
+members are wrapped, in the same order, at every call (a package gains no builtin while
+the tests run)."""
 
 from __future__ import annotations
 

@@ -1451,8 +1451,8 @@ def _ctrl_c_not_raisable():
 @functools.cache
 def _command():
     """``app`` as the click command that parses a command line, built at the first call of a
-    process: building it reads every command's signature and options (some 30 ms), which a
-    program that calls ``main`` many times (the tests: 1,700 times) paid at each call."""
+    process: building it reads every command's signature and options, which a program that
+    calls ``main`` many times (the tests) would pay at each call."""
     return typer.main.get_command(app)
 
 

@@ -179,7 +179,8 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         measured = job_diff.measured_scopes if jobs else _diff.measured_scopes
         for ref in refs[1 + n_repeats:] if n_repeats else []:
             wanted.update((measured(tk, refs[0], ref, by) or ([],))[0])
-        compared = {k for job in refs[1 + n_repeats:] for k, _ in job.ranks} if jobs else set()  # (their ranks)
+        # (the ranks of the jobs compared: a repeat job's noise is measured on those)
+        compared = {k for job in refs[1 + n_repeats:] for k, _ in job.ranks} if jobs and n_repeats else set()
         try:
             for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
                 lacks: list[str] = []  # (what a repeat cannot measure the noise of, said after its comparison's own)

@@ -613,6 +613,59 @@ def test_two_sweeps_are_compared_in_the_scopes_of_the_points_they_share(tmp_path
         assert "memory" not in set(df["scope"]) and {"kernel", "nvtx", "gpu"} <= set(df["scope"])
 
 
+def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(tmp_path):
+    """compare mem against mem_again at three points (its m=4096,dtype=fp16 not ingested), with
+    plain as the repeat of the base: the repeat is compared at those three points alone (before,
+    also at m=4096,dtype=fp16, which gave the repeat's rows alone in the table); where it lacks
+    one of them, that is said of it, and only that one."""
+    sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
+    runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
+    compared = {"m=1024,dtype=fp16", "m=1024,dtype=fp32", "m=4096,dtype=fp32"}
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in (*runs["mem"], *(r for i, r in enumerate(runs["mem_again"]) if i != 2), *runs["plain"][:3]):
+            tk.ingest(run)
+
+        def compared_by_the_repeat() -> tuple[pl.DataFrame, set[str], list[str]]:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                df = tk.compare(sweep["mem"], [sweep["mem_again"]], repeats=[sweep["plain"]])
+            points = {k.split(": ", 1)[0] for k in df.filter(pl.col("repeat"))["key"]}
+            return df, points, [str(w.message) for w in caught if sweep["plain"] in str(w.message)]
+
+        _, points, said = compared_by_the_repeat()
+        assert points == compared - {"m=4096,dtype=fp32"}, points
+        lacks = [t for t in said if "m=4096" in t]
+        assert len(lacks) == 1 and "m=4096,dtype=fp32 is not in the store" in lacks[0], said
+        tk.ingest(runs["plain"][3])
+        df, points, said = compared_by_the_repeat()
+        assert points == compared and not [t for t in said if "m=4096" in t], said
+        # (the repeat's noise is applied at every point compared)
+        kernel = df.filter(~pl.col("repeat") & (pl.col("scope") == "kernel"))
+        assert kernel.height and kernel["noise_pct"].is_not_null().all()
+
+
+def test_two_sweeps_setups_are_those_of_the_points_they_share(tmp_path):
+    """plain's first three points and mem's last (ingested as plain's point m=4096,dtype=fp32)
+    against mem_again's first three: at every point compared, plain's capture lacked
+    --cuda-memory-usage and mem_again's had it, which is said (before, the point plain's sweep
+    has alone made its points differ in that setup, so it was left out: nothing was said). With
+    mem_again's fourth point, the sweeps share a point where both traced memory: their points
+    differ among themselves, and nothing is said."""
+    sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
+    runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
+    setup = "the captures differ in setup"
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in (*runs["plain"][:3], *runs["mem_again"][:3]):
+            tk.ingest(run)
+        tk.ingest(runs["mem"][3], params={"sweep": sweep["plain"]})
+        _, told, _ = _diffed(tk, sweep["plain"], sweep["mem_again"], by="kernel")
+        differs = [t for t in told if setup in t]
+        assert len(differs) == 1 and "--cuda-memory-usage false -> true" in differs[0], told
+        tk.ingest(runs["mem_again"][3])
+        _, told, _ = _diffed(tk, sweep["plain"], sweep["mem_again"], by="kernel")
+        assert not [t for t in told if "cuda-memory-usage" in t], told
+
+
 # -- a sweep under ncu: tests/data/command_sweep/ncu --------------------------------
 
 

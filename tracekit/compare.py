@@ -179,8 +179,10 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
         measured = job_diff.measured_scopes if jobs else _diff.measured_scopes
         for ref in refs[1 + n_repeats:] if n_repeats else []:
             wanted.update((measured(tk, refs[0], ref, by) or ([],))[0])
-        # (the ranks of the jobs compared: a repeat job's noise is measured on those)
+        # (the ranks of the jobs compared: a repeat job's noise is measured on those; the points of
+        # the sweeps compared: a repeat sweep's)
         compared = {k for job in refs[1 + n_repeats:] for k, _ in job.ranks} if jobs and n_repeats else set()
+        at = _diff.at_points(tk.con, sides[1 + n_repeats:]) if n_repeats and not jobs else None
         try:
             for i, (ref, label) in enumerate(zip(refs[1:], labels[1:], strict=True)):
                 lacks: list[str] = []  # (what a repeat cannot measure the noise of, said after its comparison's own)
@@ -197,7 +199,7 @@ def _comparisons(tk, base: Any, runs: list[Any], by, threshold_pct: float, repea
                     else:
                         try:
                             df = (_repeat_diff(command, tk, refs[0], ref, label, by, threshold_pct, wanted, sides,
-                                               caught, lacks) if i < n_repeats else
+                                               caught, lacks, at) if i < n_repeats else
                                   _repeat_or_run(command, tk, refs[0], ref, by, threshold_pct))
                         except TracekitError as err:  # (a repeat's said to be one, but where the base lacks the lines)
                             of_repeat = i < n_repeats and getattr(err, "side", 1) == 1
@@ -261,18 +263,20 @@ def _say(command: str, told: dict, labels: list[str], n_repeats: int) -> None:
         warn_from_caller(text, category, at=at)
 
 
-def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted: set[str], lacks: list[str]):
+def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted: set[str], lacks: list[str],
+                   at: frozenset[str] | None = None):
     """What a repeat of the base (``ref``, labelled ``label``; a run, or a job's ``Job``) is
     compared in: ``by``, or where it lacks scopes of ``wanted`` (those the runs are compared
     in), the scopes it has of those asked (``by`` as given where none were), the ones it
     lacks added to ``lacks`` as a warning's text, their rows judged without its noise; []
-    where it has none of those asked."""
+    where it has none of those asked. ``at``: a repeat sweep's points compared (``diff``'s)."""
     from . import diff as _diff
     from . import job_diff
     from .registry import listed
 
     jobs = isinstance(ref, job_diff.Job)
-    got = (job_diff.measured_scopes if jobs else _diff.measured_scopes)(tk, base, ref, by, wanted)
+    got = job_diff.measured_scopes(tk, base, ref, by, wanted) if jobs else \
+        _diff.measured_scopes(tk, base, ref, by, wanted, at)
     if got is None or not got[1]:
         return by
     # (what lacks them: the run, [nsys ...] has no ...; a job's ranks, each: rank 3 [...] has no ...)
@@ -283,17 +287,18 @@ def _repeat_scopes(command: str, tk, base: Any, ref: Any, label: str, by, wanted
 
 
 def _repeat_diff(command: str, tk, base: str, ref: str, label: str, by, threshold_pct: float, wanted: set[str],
-                 sides: list, caught: list, lacks: list[str]) -> pl.DataFrame:
+                 sides: list, caught: list, lacks: list[str], at: frozenset[str] | None) -> pl.DataFrame:
     """``diff`` of a repeat of the base (``ref``, labelled ``label``) in the scopes it has of
     those asked (``_repeat_scopes``), and without source lines it lacks (``--by source``),
-    said in ``lacks``, their rows judged without its noise. ``caught``: the warnings its
-    comparison gave, those of a first try without the lines left out where it is compared
+    said in ``lacks``, their rows judged without its noise; a repeat sweep at the points of
+    the sweeps compared with the base (``at``, ``diff.at_points``). ``caught``: the warnings
+    its comparison gave, those of a first try without the lines left out where it is compared
     again."""
     from . import diff as _diff
 
-    scopes = _repeat_scopes(command, tk, base, ref, label, by, wanted, lacks)
+    scopes = _repeat_scopes(command, tk, base, ref, label, by, wanted, lacks, at)
     try:
-        return _repeat_or_run(command, tk, base, ref, scopes, threshold_pct)
+        return _repeat_or_run(command, tk, base, ref, scopes, threshold_pct, at)
     except _diff.NoSourceLines as err:
         if err.side == 0:  # (the base's lines: the question asked)
             raise
@@ -303,17 +308,19 @@ def _repeat_diff(command: str, tk, base: str, ref: str, label: str, by, threshol
     others = [s for s in _diff.scopes_asked(scopes, _diff.SCOPES) if s != "source"]
     if others:
         caught.clear()  # (the comparison without the lines says them again)
-    return _repeat_or_run(command, tk, base, ref, others, threshold_pct)
+    return _repeat_or_run(command, tk, base, ref, others, threshold_pct, at)
 
 
-def _repeat_or_run(command: str, tk, base: str, ref: str, scopes, threshold_pct: float) -> pl.DataFrame:
+def _repeat_or_run(command: str, tk, base: str, ref: str, scopes, threshold_pct: float,
+                   at: frozenset[str] | None = None) -> pl.DataFrame:
     """``diff`` of one comparison in ``scopes`` (as ``by``, checked by the caller; an empty
-    list: a repeat that has none of the scopes asked, which measures nothing: no row)."""
+    list: a repeat that has none of the scopes asked, which measures nothing: no row), at
+    points ``at`` (``diff``'s)."""
     from . import diff as _diff
 
     if isinstance(scopes, list) and not scopes:
         return pl.DataFrame(schema=_diff.SCHEMA)
-    return as_command(command, _diff.diff, tk, base, ref, scopes, threshold_pct)
+    return as_command(command, _diff.diff, tk, base, ref, scopes, threshold_pct, at)
 
 
 def _said_as_given(err, command: str, sides: list, repeat: str | None):

@@ -405,6 +405,9 @@ class Side:
     #: a sweep: the run that stands for each of its points in the run scopes (kernel, nvtx, ...,
     #: ncu), by point ('m=1024,dtype=fp16', macro grid_point)
     points: dict[str, Side] = field(default_factory=dict)
+    #: a sweep compared at these of its points alone (``at_points``: a repeat of the base, where
+    #: the runs compared with the base are sweeps); None: at every point it has
+    at: frozenset[str] | None = None
 
     @property
     def label(self) -> str:
@@ -2330,7 +2333,7 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
         note += NOTHING_TO_COMPARE
         for i, (metric, _kind, _direction) in enumerate(metrics):
             rows.append(_Row("sweep", key, metric, None, None, "unchanged", None, note, order=i))
-    return rows
+    return rows if base.at is None else [r for r in rows if r.key in base.at]
 
 
 #: a sweep point's peak GPU memory (sweep_memory.sql), after its latency rows
@@ -2436,7 +2439,10 @@ def _with_the_gpu_clock(rows: list[_Row], fb: float | None, fn: float | None, th
 def _absent_points(con, side: Side) -> dict[str, Absent]:
     """A sweep's points with no run to compare, where its runs in the store or its manifest say
     why (its capture failed, its run is not in the store, ...): point -> why."""
-    return {} if side.sweep is None or side.lone_point else absent_points(con, side.sweep)[0]
+    if side.sweep is None or side.lone_point:
+        return {}
+    absent = absent_points(con, side.sweep)[0]
+    return absent if side.at is None else {p: why for p, why in absent.items() if p in side.at}
 
 
 # -- what differs between the captures ------------------------------------------------
@@ -2466,12 +2472,36 @@ SETUP = [
 _POINT = {"bs", "nc"}  # a sweep's points: compared as keys, not as setup
 
 
-def _setup(con, side: Side) -> dict[str, Any]:
+def _setup_runs(con, side: Side, at: list[str] | None, cols: str) -> list[tuple]:
+    """``cols`` of the runs a side's setup is read from: its run, or its sweep's runs; ``at``:
+    those at these points alone (``grid_point``; None: all of them)."""
+    if side.run_id is not None:
+        return con.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", [side.run_id]).fetchall()
+    return con.execute(f"SELECT {cols} FROM runs WHERE json_extract_string(params, '$.sweep') = $sweep "
+                       "AND ($at IS NULL OR list_contains($at, grid_point(params)))",
+                       {"sweep": side.sweep, "at": at}).fetchall()
+
+
+def _shared_points(con, base: Side, new: Side) -> list[str] | None:
+    """The points two sweeps both have a run at (``grid_point``), which their setups are read
+    at: a point one sweep has alone is not compared, and a setup its run differs in would hide
+    the sweeps' difference at the others. None where a side is a run, or they share no point."""
+    if base.run_id is not None or new.run_id is not None:
+        return None
+    (shared,), = con.execute(
+        "SELECT list(DISTINCT grid_point(params)) FILTER (WHERE grid_point(params) IS NOT NULL) FROM runs "
+        "WHERE json_extract_string(params, '$.sweep') = $base AND grid_point(params) IN "
+        "(SELECT grid_point(params) FROM runs WHERE json_extract_string(params, '$.sweep') = $new)",
+        {"base": base.sweep, "new": new.sweep}).fetchall()
+    shared = [p for p in shared or [] if base.at is None or p in base.at]  # (compared at those alone: Side.at)
+    return shared or None
+
+
+def _setup(con, side: Side, at: list[str] | None = None) -> dict[str, Any]:
     """The side's SETUP values, flattened (``env TRACEKIT_TILES``, ``workload d_model``);
-    for a sweep, the values all its runs share (a value its runs differ in is left out)."""
-    where, arg = ("run_id = ?", side.run_id) if side.run_id is not None else \
-        ("json_extract_string(params, '$.sweep') = ?", side.sweep)
-    rows = con.execute(f"SELECT params, meta, gpu, tool_version FROM runs WHERE {where}", [arg]).fetchall()
+    for a sweep, the values all its runs (at points ``at``; None: all) share (a value its
+    runs differ in is left out)."""
+    rows = _setup_runs(con, side, at, "params, meta, gpu, tool_version")
     flats: list[dict[str, str]] = []  # per run: label -> its value as JSON
     for params, meta, gpu, tool_version in rows:
         flat: dict[str, str] = {}
@@ -2503,13 +2533,12 @@ def _setup(con, side: Side) -> dict[str, Any]:
     return {k: json.loads(next(iter(v))) for k, v in seen.items() if len(v) == 1}
 
 
-def _tiles(con, side: Side) -> str | None:
-    """The tiles every run of the side ran, as its captures recorded them: the tiles file's
-    sha256, or 'built-in' (no file); None where a run did not record it or the runs differ."""
-    where, arg = ("run_id = ?", side.run_id) if side.run_id is not None else \
-        ("json_extract_string(params, '$.sweep') = ?", side.sweep)
+def _tiles(con, side: Side, at: list[str] | None = None) -> str | None:
+    """The tiles every run of the side (at points ``at``, as ``_setup``) ran, as its captures
+    recorded them: the tiles file's sha256, or 'built-in' (no file); None where a run did not
+    record it or the runs differ."""
     found = set()
-    for (meta,) in con.execute(f"SELECT meta FROM runs WHERE {where}", [arg]).fetchall():
+    for (meta,) in _setup_runs(con, side, at, "meta"):
         settings = json.loads(meta or "{}").get("settings")
         if not isinstance(settings, dict) or "tiles_sha256" not in settings:
             return None
@@ -2545,7 +2574,8 @@ def setup_differences(con, base: Side, new: Side, points: bool = True) -> list[s
     a value one side did not record is not compared (a setting of a capture that recorded
     its settings is recorded: unset, or the built-in tiles). ``points``: a run's bs and nc
     count (False where the runs stand for their sweeps, compared point by point)."""
-    b, n = _setup(con, base), _setup(con, new)
+    at = _shared_points(con, base, new)
+    b, n = _setup(con, base, at), _setup(con, new, at)
     builtin = "(none: the built-in tiles)"
     if b.get("settings") and n.get("settings"):
         for one, other in ((b, n), (n, b)):
@@ -2558,8 +2588,8 @@ def setup_differences(con, base: Side, new: Side, points: bool = True) -> list[s
                and (points or k not in _POINT)]
     if "preset" in changed:  # (the workload's sizes follow from its preset)
         changed = [k for k in changed if not k.startswith("workload ")]
-    tiles = _tiles(con, base)
-    if tiles is not None and tiles == _tiles(con, new):
+    tiles = _tiles(con, base, at)
+    if tiles is not None and tiles == _tiles(con, new, at):
         # (the tiles file's content is the same, or both ran the built-in tiles: where it lay does not matter)
         changed = [k for k in changed if k != "env TRACEKIT_TILES"]
 
@@ -2720,6 +2750,27 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     return sb, sn
 
 
+def at_points(con, sweeps: list[Side]) -> frozenset[str] | None:
+    """The points ``sweeps`` have a run at (``grid_point``), where a repeat of the base measures
+    the noise of their comparisons with the base (``compare``): a point no run is compared at
+    would give the repeat's rows alone, and what it lacks there would be said for nothing. None
+    where one of them is not a sweep (a run stands for a point, or for its sweep)."""
+    if not sweeps or any(s.run_id is not None or s.sweep is None for s in sweeps):
+        return None
+    return frozenset(p for (p,) in con.execute(
+        "SELECT DISTINCT grid_point(params) FROM runs WHERE list_contains($sweeps, json_extract_string(params, '$.sweep')) "
+        "AND grid_point(params) IS NOT NULL", {"sweeps": [s.sweep for s in sweeps]}).fetchall())
+
+
+def _at(con, base: Side, new: Side, at: frozenset[str] | None) -> tuple[Side, Side]:
+    """Two sweeps at points ``at`` alone (``Side.at``); as given where ``at`` is None, a side is
+    not a sweep, or the two have a run at none of those points (what they share is compared)."""
+    if at is None or base.run_id is not None or new.run_id is not None:
+        return base, new
+    cut = [replace(s, at=at, points={p: r for p, r in s.points.items() if p in at}) for s in (base, new)]
+    return (cut[0], cut[1]) if _shared_points(con, cut[0], cut[1]) else (base, new)
+
+
 def _as_compared(con, base: Side, new: Side) -> tuple[Side, Side]:
     """The two sides as ``diff`` compares them: a program's sweep against a run by its run at
     the run's point (``_at_the_runs_point``); one run against itself as its own point, not
@@ -2760,7 +2811,8 @@ def stand_in(tk, base: Any, new: Any, by: list[str] | str | None = None) -> str 
 
 
 def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
-                    wanted: set[str] | frozenset[str] = frozenset()) -> tuple[list[str], list[str], str] | None:
+                    wanted: set[str] | frozenset[str] = frozenset(),
+                    at: frozenset[str] | None = None) -> tuple[list[str], list[str], str] | None:
     """The scopes ``diff(tk, base, new, by)`` compares where ``by`` is cut to the scopes both
     sides have (None: every scope both have, those compared only when asked left out), in
     ``SCOPES``' order; those of ``wanted`` it lacks (the scopes compared with another run,
@@ -2768,11 +2820,11 @@ def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
     ``new``, with its kinds of run and what it did not trace among them (diff's words: ``[nsys
     without Python sample trace] has no python scope``; "" where it lacks none). None where
     the two cannot be compared at all, or share no scope but a sweep's requests (a capture of
-    another tool: no repeat of the other), and diff says why."""
+    another tool: no repeat of the other), and diff says why. ``at``: as ``diff``'s."""
     with warnings.catch_warnings():  # (what resolving them says, the comparison says)
         warnings.simplefilter("ignore", CaptureWarning)
         try:
-            sb, sn = _as_compared(tk.con, resolve(tk, base), resolve(tk, new))
+            sb, sn = _as_compared(tk.con, *_at(tk.con, resolve(tk, base), resolve(tk, new), at))
             asked = scopes_asked(by, SCOPES)
             both = sb.scopes() & sn.scopes()
             if not both - {"sweep"}:
@@ -2819,9 +2871,11 @@ def _paired_points(con, sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
     return both
 
 
-def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0) -> pl.DataFrame:
+def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_pct: float = 5.0,
+         at: frozenset[str] | None = None) -> pl.DataFrame:
     """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
-    module docstring for the columns and the verdict rule."""
+    module docstring for the columns and the verdict rule. ``at``: two sweeps compared at
+    those points alone (``at_points``; as given where they share none of them)."""
     for side, ref in (("base", base), ("new", new)):
         expect(ref, (str, int, os.PathLike), f"diff: {side}")
     expect(threshold_pct, (int, float), "--threshold")  # (not "5": a bool or text is no percentage)
@@ -2835,6 +2889,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
+    sides[0], sides[1] = _at(tk.con, sides[0], sides[1], at)
     sb, sn = _as_compared(tk.con, sides[0], sides[1])
     if sb.run_id is not None and sb.run_id == sn.run_id and str(base).strip() != str(new).strip():
         # (a run folder already in the store is that run; the same text twice is asked on purpose,

@@ -613,6 +613,36 @@ def test_two_sweeps_are_compared_in_the_scopes_of_the_points_they_share(tmp_path
         assert "memory" not in set(df["scope"]) and {"kernel", "nvtx", "gpu"} <= set(df["scope"])
 
 
+def test_a_sweep_folder_is_checked_before_ingest_at_the_points_it_shares(tmp_path):
+    """The sweep of the test above (mem's first three points, plain's last) against a folder of
+    mem_again's first three runs, --by memory: each run of the folder is checked, before it is
+    written, against the sweep's run at its point, where GPU memory was traced (before, against
+    every point of the sweep, so the point the folder lacks refused it); GPU memory compared at
+    the three points. A point the sweep lacks is not checked: it is not compared."""
+    sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
+    runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
+    folder = tmp_path / "mem_again"
+    for run in runs["mem_again"][:3]:
+        shutil.copytree(run, folder / run.name)
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in runs["mem"][:3]:
+            tk.ingest(run)
+        tk.ingest(runs["plain"][3], params={"sweep": sweep["mem"]})
+        df, told, _ = _diffed(tk, sweep["mem"], str(folder), by="memory")
+        assert told == [f"diff: base sweep {sweep['mem']} alone has m=4096,dtype=fp32: compared at the points both "
+                        "have"], told
+        assert {k.split(": ", 1)[0] for k in df["key"]} == {"m=1024,dtype=fp16", "m=1024,dtype=fp32",
+                                                           "m=4096,dtype=fp16"}
+        assert set(df["scope"]) == {"memory"} and set(df["verdict"]) == {"unchanged"}
+        # (the folder's fourth point, where the sweep's run traced no memory: refused before it is
+        # written, the store as it was)
+        shutil.copytree(runs["mem_again"][3], folder / runs["mem_again"][3].name)
+        before = tk.con.execute("SELECT count(*) FROM runs").fetchall()
+        with pytest.raises(QueryError, match="has no memory scope"):
+            tk.diff(str(folder), sweep["mem"], by="memory")
+        assert tk.con.execute("SELECT count(*) FROM runs").fetchall() == before
+
+
 def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(tmp_path):
     """compare mem against mem_again at three points (its m=4096,dtype=fp16 not ingested), with
     plain as the repeat of the base: the repeat is compared at those three points alone (before,

@@ -390,6 +390,7 @@ class Side:
     sweep: str | None = None
 
     pending: bool = False  # a file read but not ingested yet (its run_id is no id)
+    point: str | None = None  # ... its point of a sweep, as its params name it (macro grid_point)
     #: a file this comparison ingests (``ref``): named as the file, its run is not committed yet
     ingested: bool = False
     untraced: tuple[str, ...] = ()  # kinds of event its capture did not trace (CUDA, NVTX, ...)
@@ -478,8 +479,9 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
                              f"ingest it (tracekit --db {tk.path} ingest {path}) and compare its run")
         def before_write(kind: str, params: dict, name: str) -> None:
             if check is not None:
+                point = con.execute("SELECT grid_point(?)", [json.dumps(params or {})]).fetchall()[0][0]
                 check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True,
-                           tool=(params or {}).get("tool"), own_point=True))
+                           point=point, tool=(params or {}).get("tool"), own_point=True))
 
         from .ingest import run_folders
 
@@ -633,11 +635,19 @@ def _has(side: Side, order: Callable = lambda scopes: [s for s in SCOPES if s in
 
 def pair_check(other: Side | None, file_is_base: bool, by: list[str] | None) -> Callable[[Side], None]:
     """``resolve``'s check for a file compared with ``other`` (already resolved): the
-    pair must share a scope (``by``'s, if given) and not be one sweep twice."""
+    pair must share a scope (``by``'s, if given) and not be one sweep twice. A point of a
+    sweep (a sweep folder's run) against a sweep is checked against that sweep's run at its
+    point, where it is compared; a point the other sweep lacks is not compared, and is not
+    checked (``diff`` says the points that are, once the folder is in)."""
     def check(side: Side) -> None:
         if other is None:
             return
-        base, new = (side, other) if file_is_base else (other, side)
+        against = other
+        if side.sweep is not None and other.run_id is None and other.points:
+            if side.point not in other.points:
+                return
+            against = replace(other, points={side.point: other.points[side.point]})
+        base, new = (side, against) if file_is_base else (against, side)
         _not_one_sweep(base, new, _scopes(base, new, by), bool(by))
     return check
 

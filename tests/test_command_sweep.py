@@ -672,6 +672,18 @@ def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(
         # (the repeat's noise is applied at every point compared)
         kernel = df.filter(~pl.col("repeat") & (pl.col("scope") == "kernel"))
         assert kernel.height and kernel["noise_pct"].is_not_null().all()
+    # a repeat with no run at the points compared measures nothing there: said, every row judged
+    # without its noise (not its rows at the other points, nor an error)
+    with tracekit.open(tmp_path / "none.duckdb") as tk:
+        for run in (*runs["mem"], runs["mem_again"][0], *runs["plain"][1:]):
+            tk.ingest(run)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = tk.compare(sweep["mem"], [sweep["mem_again"]], repeats=[sweep["plain"]])
+        assert not df["repeat"].any() and df.height and df["noise_pct"].is_null().all()
+        said = [str(w.message) for w in caught if sweep["plain"] in str(w.message)]
+        assert said == [f"compare: {sweep['plain']} (a repeat of the base) has no run at the points compared: "
+                        "every row is judged without its noise"], said
 
 
 def test_two_sweeps_setups_are_those_of_the_points_they_share(tmp_path):
@@ -680,17 +692,24 @@ def test_two_sweeps_setups_are_those_of_the_points_they_share(tmp_path):
     --cuda-memory-usage and mem_again's had it, which is said (before, the point plain's sweep
     has alone made its points differ in that setup, so it was left out: nothing was said). With
     mem_again's fourth point, the sweeps share a point where both traced memory: their points
-    differ among themselves, and nothing is said."""
+    differ among themselves, and nothing is said. A run that is not compared (a failed capture
+    at a point both have, mem's there marked failed) does not count either."""
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     setup = "the captures differ in setup"
+    failed = tmp_path / runs["mem"][1].name
+    shutil.copytree(runs["mem"][1], failed)
+    meta = json.loads((failed / "meta.json").read_text())
+    (failed / "meta.json").write_text(json.dumps({**meta, "status": "failed", "error": "planted"}))
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         for run in (*runs["plain"][:3], *runs["mem_again"][:3]):
             tk.ingest(run)
         tk.ingest(runs["mem"][3], params={"sweep": sweep["plain"]})
-        _, told, _ = _diffed(tk, sweep["plain"], sweep["mem_again"], by="kernel")
-        differs = [t for t in told if setup in t]
-        assert len(differs) == 1 and "--cuda-memory-usage false -> true" in differs[0], told
+        for _ in range(2):
+            _, told, _ = _diffed(tk, sweep["plain"], sweep["mem_again"], by="kernel")
+            differs = [t for t in told if setup in t]
+            assert len(differs) == 1 and "--cuda-memory-usage false -> true" in differs[0], told
+            tk.ingest(failed, params={"sweep": sweep["plain"]})
         tk.ingest(runs["mem_again"][3])
         _, told, _ = _diffed(tk, sweep["plain"], sweep["mem_again"], by="kernel")
         assert not [t for t in told if "cuda-memory-usage" in t], told

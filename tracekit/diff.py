@@ -643,7 +643,7 @@ def pair_check(other: Side | None, file_is_base: bool, by: list[str] | None) -> 
         if other is None:
             return
         against = other
-        if side.sweep is not None and other.run_id is None and other.points:
+        if side.sweep is not None and side.point is not None and other.run_id is None and other.points:
             if side.point not in other.points:
                 return
             against = replace(other, points={side.point: other.points[side.point]})
@@ -2482,36 +2482,50 @@ SETUP = [
 _POINT = {"bs", "nc"}  # a sweep's points: compared as keys, not as setup
 
 
-def _setup_runs(con, side: Side, at: list[str] | None, cols: str) -> list[tuple]:
-    """``cols`` of the runs a side's setup is read from: its run, or its sweep's runs; ``at``:
-    those at these points alone (``grid_point``; None: all of them)."""
+def _setup_runs(con, side: Side, runs: list[int] | None, cols: str) -> list[tuple]:
+    """``cols`` of the runs a side's setup is read from: its run, or its sweep's runs; ``runs``:
+    of a sweep, those alone (``_compared_runs``; None: all of them)."""
     if side.run_id is not None:
         return con.execute(f"SELECT {cols} FROM runs WHERE run_id = ?", [side.run_id]).fetchall()
     return con.execute(f"SELECT {cols} FROM runs WHERE json_extract_string(params, '$.sweep') = $sweep "
-                       "AND ($at IS NULL OR list_contains($at, grid_point(params)))",
-                       {"sweep": side.sweep, "at": at}).fetchall()
+                       "AND ($runs IS NULL OR list_contains($runs, run_id))",
+                       {"sweep": side.sweep, "runs": runs}).fetchall()
 
 
-def _shared_points(con, base: Side, new: Side) -> list[str] | None:
-    """The points two sweeps both have a run at (``grid_point``), which their setups are read
-    at: a point one sweep has alone is not compared, and a setup its run differs in would hide
-    the sweeps' difference at the others. None where a side is a run, or they share no point."""
+def _compared_runs(con, side: Side) -> dict[str, set[int]]:
+    """A sweep's runs that a comparison compares, by point: the run that stands for the point
+    in the run scopes (``Side.points``) and, of a sweep that timed requests, the one whose
+    requests stand for it in the sweep scope (``point_runs.sql``); at ``Side.at``'s points
+    alone. A failed capture, or an earlier one of a point captured again, is not among them."""
+    runs = {p: {s.run_id} for p, s in side.points.items() if s.run_id is not None}
+    if side.timed:
+        params = {"base": side.sweep, "new": None, "base_run": None, "new_run": None}
+        for _side, point, run in con.execute(_sql("point_runs"), params).fetchall():
+            if side.at is None or point in side.at:
+                runs.setdefault(point, set()).add(run)
+    return runs
+
+
+def _points_runs(con, base: Side, new: Side) -> tuple[list[int], list[int]] | None:
+    """Of two sweeps, each one's runs compared at the points both have a run compared at
+    (``_compared_runs``), which their setups are read from: a point one sweep has alone is not
+    compared, and a setup its run (or a run not compared: a failed capture) differs in would
+    hide the sweeps' difference at the others. None where a side is a run, or they share no
+    such point."""
     if base.run_id is not None or new.run_id is not None:
         return None
-    (shared,), = con.execute(
-        "SELECT list(DISTINCT grid_point(params)) FILTER (WHERE grid_point(params) IS NOT NULL) FROM runs "
-        "WHERE json_extract_string(params, '$.sweep') = $base AND grid_point(params) IN "
-        "(SELECT grid_point(params) FROM runs WHERE json_extract_string(params, '$.sweep') = $new)",
-        {"base": base.sweep, "new": new.sweep}).fetchall()
-    shared = [p for p in shared or [] if base.at is None or p in base.at]  # (compared at those alone: Side.at)
-    return shared or None
+    b, n = _compared_runs(con, base), _compared_runs(con, new)
+    shared = b.keys() & n.keys()
+    if not shared:
+        return None
+    return sorted({r for p in shared for r in b[p]}), sorted({r for p in shared for r in n[p]})
 
 
-def _setup(con, side: Side, at: list[str] | None = None) -> dict[str, Any]:
+def _setup(con, side: Side, runs: list[int] | None = None) -> dict[str, Any]:
     """The side's SETUP values, flattened (``env TRACEKIT_TILES``, ``workload d_model``);
-    for a sweep, the values all its runs (at points ``at``; None: all) share (a value its
+    for a sweep, the values all its runs (``runs`` of them; None: all) share (a value its
     runs differ in is left out)."""
-    rows = _setup_runs(con, side, at, "params, meta, gpu, tool_version")
+    rows = _setup_runs(con, side, runs, "params, meta, gpu, tool_version")
     flats: list[dict[str, str]] = []  # per run: label -> its value as JSON
     for params, meta, gpu, tool_version in rows:
         flat: dict[str, str] = {}
@@ -2543,12 +2557,12 @@ def _setup(con, side: Side, at: list[str] | None = None) -> dict[str, Any]:
     return {k: json.loads(next(iter(v))) for k, v in seen.items() if len(v) == 1}
 
 
-def _tiles(con, side: Side, at: list[str] | None = None) -> str | None:
-    """The tiles every run of the side (at points ``at``, as ``_setup``) ran, as its captures
-    recorded them: the tiles file's sha256, or 'built-in' (no file); None where a run did not
-    record it or the runs differ."""
+def _tiles(con, side: Side, runs: list[int] | None = None) -> str | None:
+    """The tiles every run of the side (``runs`` of a sweep, as ``_setup``) ran, as its
+    captures recorded them: the tiles file's sha256, or 'built-in' (no file); None where a run
+    did not record it or the runs differ."""
     found = set()
-    for (meta,) in _setup_runs(con, side, at, "meta"):
+    for (meta,) in _setup_runs(con, side, runs, "meta"):
         settings = json.loads(meta or "{}").get("settings")
         if not isinstance(settings, dict) or "tiles_sha256" not in settings:
             return None
@@ -2584,8 +2598,8 @@ def setup_differences(con, base: Side, new: Side, points: bool = True) -> list[s
     a value one side did not record is not compared (a setting of a capture that recorded
     its settings is recorded: unset, or the built-in tiles). ``points``: a run's bs and nc
     count (False where the runs stand for their sweeps, compared point by point)."""
-    at = _shared_points(con, base, new)
-    b, n = _setup(con, base, at), _setup(con, new, at)
+    rb, rn = _points_runs(con, base, new) or (None, None)
+    b, n = _setup(con, base, rb), _setup(con, new, rn)
     builtin = "(none: the built-in tiles)"
     if b.get("settings") and n.get("settings"):
         for one, other in ((b, n), (n, b)):
@@ -2598,8 +2612,8 @@ def setup_differences(con, base: Side, new: Side, points: bool = True) -> list[s
                and (points or k not in _POINT)]
     if "preset" in changed:  # (the workload's sizes follow from its preset)
         changed = [k for k in changed if not k.startswith("workload ")]
-    tiles = _tiles(con, base, at)
-    if tiles is not None and tiles == _tiles(con, new, at):
+    tiles = _tiles(con, base, rb)
+    if tiles is not None and tiles == _tiles(con, new, rn):
         # (the tiles file's content is the same, or both ran the built-in tiles: where it lay does not matter)
         changed = [k for k in changed if k != "env TRACEKIT_TILES"]
 
@@ -2772,13 +2786,22 @@ def at_points(con, sweeps: list[Side]) -> frozenset[str] | None:
         "AND grid_point(params) IS NOT NULL", {"sweeps": [s.sweep for s in sweeps]}).fetchall())
 
 
-def _at(con, base: Side, new: Side, at: frozenset[str] | None) -> tuple[Side, Side]:
-    """Two sweeps at points ``at`` alone (``Side.at``); as given where ``at`` is None, a side is
-    not a sweep, or the two have a run at none of those points (what they share is compared)."""
+def _at(con, base: Side, new: Side, at: frozenset[str] | None) -> tuple[Side, Side] | None:
+    """Two sweeps at points ``at`` alone (``Side.at``); as given where ``at`` is None or a side
+    is not a sweep; None where the two have no run compared at any of those points
+    (``_points_runs``: ``compare`` says so of a repeat)."""
     if at is None or base.run_id is not None or new.run_id is not None:
         return base, new
     cut = [replace(s, at=at, points={p: r for p, r in s.points.items() if p in at}) for s in (base, new)]
-    return (cut[0], cut[1]) if _shared_points(con, cut[0], cut[1]) else (base, new)
+    return (cut[0], cut[1]) if _points_runs(con, cut[0], cut[1]) else None
+
+
+def shares_points(tk, base: Any, new: Any, at: frozenset[str] | None) -> bool:
+    """Whether ``new`` (a repeat of the base) has a run compared with the base's at any of
+    points ``at`` (``at_points``); True where ``at`` is None or a side is not a sweep."""
+    with warnings.catch_warnings():  # (what resolving them says, the comparison says)
+        warnings.simplefilter("ignore", CaptureWarning)
+        return _at(tk.con, resolve(tk, base), resolve(tk, new), at) is not None
 
 
 def _as_compared(con, base: Side, new: Side) -> tuple[Side, Side]:
@@ -2834,7 +2857,8 @@ def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
     with warnings.catch_warnings():  # (what resolving them says, the comparison says)
         warnings.simplefilter("ignore", CaptureWarning)
         try:
-            sb, sn = _as_compared(tk.con, *_at(tk.con, resolve(tk, base), resolve(tk, new), at))
+            pair = resolve(tk, base), resolve(tk, new)
+            sb, sn = _as_compared(tk.con, *(_at(tk.con, *pair, at) or pair))
             asked = scopes_asked(by, SCOPES)
             both = sb.scopes() & sn.scopes()
             if not both - {"sweep"}:
@@ -2899,7 +2923,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
-    sides[0], sides[1] = _at(tk.con, sides[0], sides[1], at)
+    sides[0], sides[1] = _at(tk.con, sides[0], sides[1], at) or (sides[0], sides[1])
     sb, sn = _as_compared(tk.con, sides[0], sides[1])
     if sb.run_id is not None and sb.run_id == sn.run_id and str(base).strip() != str(new).strip():
         # (a run folder already in the store is that run; the same text twice is asked on purpose,

@@ -545,6 +545,15 @@ def test_two_sweeps_folders_compare_point_by_point(tmp_path, capsys):
 # -- sweeps with and without GPU memory: tests/data/command_sweep/plain, mem, mem_again -----
 
 
+def _failed_copy(run: Path, into: Path) -> Path:
+    """A copy of run folder ``run`` in ``into``, its meta.json marking the capture failed."""
+    failed = into / run.name
+    shutil.copytree(run, failed)
+    meta = json.loads((failed / "meta.json").read_text())
+    (failed / "meta.json").write_text(json.dumps({**meta, "status": "failed", "error": "planted"}))
+    return failed
+
+
 def _diffed(tk, base: str, new: str, **kwargs) -> tuple[pl.DataFrame, list[str], list[str]]:
     """``tk.diff``'s rows, every warning it gave, and those saying a scope is left out."""
     from tracekit.errors import UntracedScopes
@@ -618,7 +627,8 @@ def test_a_sweep_folder_is_checked_before_ingest_at_the_points_it_shares(tmp_pat
     mem_again's first three runs, --by memory: each run of the folder is checked, before it is
     written, against the sweep's run at its point, where GPU memory was traced (before, against
     every point of the sweep, so the point the folder lacks refused it); GPU memory compared at
-    the three points. A point the sweep lacks is not checked: it is not compared."""
+    the three points. A point the sweep lacks is not checked: it is not compared; nor is the
+    folder's failed capture (the fourth point again, marked failed), which is not compared either."""
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     folder = tmp_path / "mem_again"
@@ -641,13 +651,20 @@ def test_a_sweep_folder_is_checked_before_ingest_at_the_points_it_shares(tmp_pat
         with pytest.raises(QueryError, match="has no memory scope"):
             tk.diff(str(folder), sweep["mem"], by="memory")
         assert tk.con.execute("SELECT count(*) FROM runs").fetchall() == before
+        shutil.rmtree(folder / runs["mem_again"][3].name)
+        _failed_copy(runs["mem_again"][3], folder)
+        df, told, _ = _diffed(tk, str(folder), sweep["mem"], by="memory")
+        assert told == [f"diff: base {folder}'s capture of m=4096,dtype=fp32 failed (planted): compared at the points "
+                        "both have"], told
+        assert set(df["scope"]) == {"memory"} and len({k.split(": ", 1)[0] for k in df["key"]}) == 3
 
 
 def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(tmp_path):
     """compare mem against mem_again at three points (its m=4096,dtype=fp16 not ingested), with
     plain as the repeat of the base: the repeat is compared at those three points alone (before,
-    also at m=4096,dtype=fp16, which gave the repeat's rows alone in the table); where it lacks
-    one of them, that is said of it, and only that one."""
+    also at m=4096,dtype=fp16, which gave the repeat's rows alone in the table), also once that
+    point is in as a failed capture; where it lacks one of them, that is said of it, and only that
+    one."""
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     compared = {"m=1024,dtype=fp16", "m=1024,dtype=fp32", "m=4096,dtype=fp32"}
@@ -672,6 +689,10 @@ def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(
         # (the repeat's noise is applied at every point compared)
         kernel = df.filter(~pl.col("repeat") & (pl.col("scope") == "kernel"))
         assert kernel.height and kernel["noise_pct"].is_not_null().all()
+        # (mem_again's m=4096,dtype=fp16 a failed capture: still not a point compared)
+        tk.ingest(_failed_copy(runs["mem_again"][2], tmp_path))
+        _, points, _ = compared_by_the_repeat()
+        assert points == compared, points
     # a repeat with no run at the points compared measures nothing there: said, every row judged
     # without its noise (not its rows at the other points, nor an error)
     with tracekit.open(tmp_path / "none.duckdb") as tk:
@@ -697,10 +718,7 @@ def test_two_sweeps_setups_are_those_of_the_points_they_share(tmp_path):
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     setup = "the captures differ in setup"
-    failed = tmp_path / runs["mem"][1].name
-    shutil.copytree(runs["mem"][1], failed)
-    meta = json.loads((failed / "meta.json").read_text())
-    (failed / "meta.json").write_text(json.dumps({**meta, "status": "failed", "error": "planted"}))
+    failed = _failed_copy(runs["mem"][1], tmp_path)
     with tracekit.open(tmp_path / "s.duckdb") as tk:
         for run in (*runs["plain"][:3], *runs["mem_again"][:3]):
             tk.ingest(run)

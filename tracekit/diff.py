@@ -477,15 +477,17 @@ def resolve(tk, ref: Any, check: Callable[[Side], None] | None = None) -> Side:
         if tk.read_only:
             raise QueryError(f"{path}: a file to compare is ingested first, and {tk.path} is open read-only; "
                              f"ingest it (tracekit --db {tk.path} ingest {path}) and compare its run")
-        def before_write(kind: str, params: dict, name: str) -> None:
-            if check is not None:
-                point = con.execute("SELECT grid_point(?)", [json.dumps(params or {})]).fetchall()[0][0]
-                check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True,
-                           point=point, tool=(params or {}).get("tool"), own_point=True))
-
         from .ingest import run_folders
 
         points = run_folders([path])
+
+        def before_write(kind: str, params: dict, name: str, status: str | None) -> None:
+            if check is None or (len(points) > 1 and status not in (None, "ok")):
+                return  # (a sweep folder's failed capture is not one of its points compared: grid_points.sql)
+            point = con.execute("SELECT grid_point(?)", [json.dumps(params or {})]).fetchall()[0][0]
+            check(Side(text, 0, name, set(kind.split(",")), (params or {}).get("sweep"), pending=True,
+                       point=point, status=status, tool=(params or {}).get("tool"), own_point=True))
+
         if len(points) > 1:  # a sweep's folder: its points, the side their sweep
             return _sweep_folder(tk, text, [tk.landed_run(p, check=before_write) for p in points])
         res = tk.landed_run(points[0], check=before_write)  # (a folder holding one run folder: that run)
@@ -2775,15 +2777,14 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
 
 
 def at_points(con, sweeps: list[Side]) -> frozenset[str] | None:
-    """The points ``sweeps`` have a run at (``grid_point``), where a repeat of the base measures
-    the noise of their comparisons with the base (``compare``): a point no run is compared at
-    would give the repeat's rows alone, and what it lacks there would be said for nothing. None
-    where one of them is not a sweep (a run stands for a point, or for its sweep)."""
+    """The points ``sweeps`` have a run compared at (``_compared_runs``), where a repeat of the
+    base measures the noise of their comparisons with the base (``compare``): a point no run
+    is compared at would give the repeat's rows alone, and what it lacks there would be said
+    for nothing. None where one of them is not a sweep (a run stands for a point, or for its
+    sweep)."""
     if not sweeps or any(s.run_id is not None or s.sweep is None for s in sweeps):
         return None
-    return frozenset(p for (p,) in con.execute(
-        "SELECT DISTINCT grid_point(params) FROM runs WHERE list_contains($sweeps, json_extract_string(params, '$.sweep')) "
-        "AND grid_point(params) IS NOT NULL", {"sweeps": [s.sweep for s in sweeps]}).fetchall())
+    return frozenset(p for s in sweeps for p in _compared_runs(con, s))
 
 
 def _at(con, base: Side, new: Side, at: frozenset[str] | None) -> tuple[Side, Side] | None:
@@ -2857,8 +2858,10 @@ def measured_scopes(tk, base: Any, new: Any, by: list[str] | str | None = None,
     with warnings.catch_warnings():  # (what resolving them says, the comparison says)
         warnings.simplefilter("ignore", CaptureWarning)
         try:
-            pair = resolve(tk, base), resolve(tk, new)
-            sb, sn = _as_compared(tk.con, *(_at(tk.con, *pair, at) or pair))
+            cut = _at(tk.con, resolve(tk, base), resolve(tk, new), at)
+            if cut is None:
+                return None
+            sb, sn = _as_compared(tk.con, *cut)
             asked = scopes_asked(by, SCOPES)
             both = sb.scopes() & sn.scopes()
             if not both - {"sweep"}:
@@ -2909,7 +2912,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
          at: frozenset[str] | None = None) -> pl.DataFrame:
     """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
     module docstring for the columns and the verdict rule. ``at``: two sweeps compared at
-    those points alone (``at_points``; as given where they share none of them)."""
+    those points alone (``at_points``; an error where they have no run compared at any)."""
     for side, ref in (("base", base), ("new", new)):
         expect(ref, (str, int, os.PathLike), f"diff: {side}")
     expect(threshold_pct, (int, float), "--threshold")  # (not "5": a bool or text is no percentage)
@@ -2923,7 +2926,10 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
-    sides[0], sides[1] = _at(tk.con, sides[0], sides[1], at) or (sides[0], sides[1])
+    if (cut := _at(tk.con, sides[0], sides[1], at)) is None:  # (compare says so of a repeat instead: shares_points)
+        raise QueryError(f"diff: {sides[0].label} and {sides[1].label} have no run compared at any of the points "
+                         f"compared ({', '.join(sorted(at or ()))})")
+    sides[0], sides[1] = cut
     sb, sn = _as_compared(tk.con, sides[0], sides[1])
     if sb.run_id is not None and sb.run_id == sn.run_id and str(base).strip() != str(new).strip():
         # (a run folder already in the store is that run; the same text twice is asked on purpose,

@@ -794,14 +794,15 @@ class Tracekit:
     # -- ingest -----------------------------------------------------------
     @one_at_a_time
     def ingest(self, path: str | os.PathLike, name: str | None = None, params: dict | None = None, *,
-               check: Callable[[str, dict, str], None] | None = None) -> IngestResult:
+               check: Callable[[str, dict, str, str | None], None] | None = None) -> IngestResult:
         """Ingest a profiler output (nsys SQLite export, ncu report/CSV, possibly compressed)
         or a tracekit run folder as one run. The same content again is the same run,
         however it is reached (a run folder's export ingested alone is part of the
         folder's run): nothing is written, and the run is renamed to ``name`` if given.
         A run folder whose export was ingested alone before, or that grew since it was
         ingested, takes that run's place (``folder_place``).
-        ``check(kind, params, name)``, where given, is called once the input is read and
+        ``check(kind, params, name, status)`` (the capture's status, as its run folder
+        recorded it; None: a bare export), where given, is called once the input is read and
         before anything is written: an error it raises leaves the store as it was (a
         command that ingests a file only to ask a question of it refuses a question the
         run cannot answer first). Ctrl-C raises ``Interrupted`` saying whether the run
@@ -838,7 +839,7 @@ class Tracekit:
                            f"({res.name})")
 
     def _ingest(self, path: Path, name: str | None, params: dict | None,
-                check: Callable[[str, dict, str], None] | None = None) -> IngestResult:
+                check: Callable[[str, dict, str, str | None], None] | None = None) -> IngestResult:
         with self.memory_errors(str(path)):
             got = self._read_input(path, name, params)
             if isinstance(got, IngestResult):
@@ -847,7 +848,8 @@ class Tracekit:
         if isinstance(got, IngestResult):
             return got
         if check is not None:
-            check(got.parsed.kind, got.params, got.name)
+            status = _capture_status({**got.parsed.meta, **got.extra_meta})["status"]  # (as _write records it)
+            check(got.parsed.kind, got.params, got.name, status)
         return self._write_pending(got)
 
     @contextlib.contextmanager
@@ -1487,7 +1489,7 @@ class Tracekit:
         file, as given."""
         return self._one_transaction or bool(self._landed)
 
-    def landed_run(self, path: str | os.PathLike, check: Callable[[str, dict, str], None] | None = None
+    def landed_run(self, path: str | os.PathLike, check: Callable[[str, dict, str, str | None], None] | None = None
                    ) -> IngestResult:
         """The run of a file a comparison names: the one ingested for it first
         (``_landed_first``), else ``ingest(path, check=check)``. ``check`` is called of a
@@ -1497,9 +1499,10 @@ class Tracekit:
         if landed is None:
             return self.ingest(path, check=check)
         if check is not None and not landed.skipped:
-            kind, params, name = self.con.execute("SELECT kind, params, name FROM runs WHERE run_id = ?",
-                                                  [landed.run_id]).fetchall()[0]
-            check(kind, json.loads(params) if params else {}, name)
+            kind, params, name, status = self.con.execute(
+                "SELECT kind, params, name, json_extract_string(meta, '$.status') FROM runs WHERE run_id = ?",
+                [landed.run_id]).fetchall()[0]
+            check(kind, json.loads(params) if params else {}, name, status)
         return landed
 
     @one_at_a_time

@@ -627,8 +627,8 @@ def test_a_sweep_folder_is_checked_before_ingest_at_the_points_it_shares(tmp_pat
     mem_again's first three runs, --by memory: each run of the folder is checked, before it is
     written, against the sweep's run at its point, where GPU memory was traced (before, against
     every point of the sweep, so the point the folder lacks refused it); GPU memory compared at
-    the three points. A point the sweep lacks is not checked: it is not compared; nor is the
-    folder's failed capture (the fourth point again, marked failed), which is not compared either."""
+    the three points. The folder's fourth point is refused where the sweep's run there traced no
+    memory, and not checked where it is a failed capture, which is not compared."""
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     folder = tmp_path / "mem_again"

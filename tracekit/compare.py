@@ -296,13 +296,13 @@ def _repeat_diff(command: str, tk, base: str, ref: str, label: str, by, threshol
     again."""
     from . import diff as _diff
 
-    if at is not None and not _diff.shares_points(tk, base, ref, at):
-        lacks.append(f"{command}: {label} (a repeat of the base) has no run at the points compared: every row is "
-                     "judged without its noise")
-        return pl.DataFrame(schema=_diff.SCHEMA)
     scopes = _repeat_scopes(command, tk, base, ref, label, by, wanted, lacks, at)
     try:
         return _repeat_or_run(command, tk, base, ref, scopes, threshold_pct, at)
+    except _diff.NoPointsCompared:
+        lacks.append(f"{command}: {label} (a repeat of the base) has no run at the points compared: every row is "
+                     "judged without its noise")
+        return pl.DataFrame(schema=_diff.SCHEMA)
     except _diff.NoSourceLines as err:
         if err.side == 0:  # (the base's lines: the question asked)
             raise

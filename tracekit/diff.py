@@ -379,6 +379,11 @@ class NoSourceLines(QueryError):
         self.side = side
 
 
+class NoPointsCompared(QueryError):
+    """``diff(at=...)`` of two sweeps that have no run compared at any of those points (a
+    repeat of the base that measures nothing where the runs are compared: ``compare`` says so)."""
+
+
 @dataclass
 class Side:
     """One side of a diff: a run (with the sweep it belongs to, if any) or a sweep."""
@@ -2790,19 +2795,11 @@ def at_points(con, sweeps: list[Side]) -> frozenset[str] | None:
 def _at(con, base: Side, new: Side, at: frozenset[str] | None) -> tuple[Side, Side] | None:
     """Two sweeps at points ``at`` alone (``Side.at``); as given where ``at`` is None or a side
     is not a sweep; None where the two have no run compared at any of those points
-    (``_points_runs``: ``compare`` says so of a repeat)."""
+    (``_points_runs``)."""
     if at is None or base.run_id is not None or new.run_id is not None:
         return base, new
     cut = [replace(s, at=at, points={p: r for p, r in s.points.items() if p in at}) for s in (base, new)]
     return (cut[0], cut[1]) if _points_runs(con, cut[0], cut[1]) else None
-
-
-def shares_points(tk, base: Any, new: Any, at: frozenset[str] | None) -> bool:
-    """Whether ``new`` (a repeat of the base) has a run compared with the base's at any of
-    points ``at`` (``at_points``); True where ``at`` is None or a side is not a sweep."""
-    with warnings.catch_warnings():  # (what resolving them says, the comparison says)
-        warnings.simplefilter("ignore", CaptureWarning)
-        return _at(tk.con, resolve(tk, base), resolve(tk, new), at) is not None
 
 
 def _as_compared(con, base: Side, new: Side) -> tuple[Side, Side]:
@@ -2912,7 +2909,7 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
          at: frozenset[str] | None = None) -> pl.DataFrame:
     """Compare ``new`` against ``base`` (run ids, run names, sweep ids or files); see the
     module docstring for the columns and the verdict rule. ``at``: two sweeps compared at
-    those points alone (``at_points``; an error where they have no run compared at any)."""
+    those points alone (``at_points``; ``NoPointsCompared`` where they have no run compared at any)."""
     for side, ref in (("base", base), ("new", new)):
         expect(ref, (str, int, os.PathLike), f"diff: {side}")
     expect(threshold_pct, (int, float), "--threshold")  # (not "5": a bool or text is no percentage)
@@ -2926,8 +2923,8 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
     for i, r in enumerate((base, new)):  # a file the other side cannot be compared with is not ingested
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
-    if (cut := _at(tk.con, sides[0], sides[1], at)) is None:  # (compare says so of a repeat instead: shares_points)
-        raise QueryError(f"diff: {sides[0].label} and {sides[1].label} have no run compared at any of the points "
+    if (cut := _at(tk.con, sides[0], sides[1], at)) is None:
+        raise NoPointsCompared(f"diff: {sides[0].label} and {sides[1].label} have no run compared at any of the points "
                          f"compared ({', '.join(sorted(at or ()))})")
     sides[0], sides[1] = cut
     sb, sn = _as_compared(tk.con, sides[0], sides[1])

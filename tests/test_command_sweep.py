@@ -628,7 +628,8 @@ def test_a_sweep_folder_is_checked_before_ingest_at_the_points_it_shares(tmp_pat
     written, against the sweep's run at its point, where GPU memory was traced (before, against
     every point of the sweep, so the point the folder lacks refused it); GPU memory compared at
     the three points. The folder's fourth point is refused where the sweep's run there traced no
-    memory, and not checked where it is a failed capture, which is not compared."""
+    memory, and not checked where it is a failed capture, which is not compared. A run of the folder
+    whose params name no point is checked against the whole sweep."""
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     folder = tmp_path / "mem_again"
@@ -657,6 +658,24 @@ def test_a_sweep_folder_is_checked_before_ingest_at_the_points_it_shares(tmp_pat
         assert told == [f"diff: base {folder}'s capture of m=4096,dtype=fp32 failed (planted): compared at the points "
                         "both have"], told
         assert set(df["scope"]) == {"memory"} and len({k.split(": ", 1)[0] for k in df["key"]}) == 3
+    # a run of the folder whose params name no point of the grid: checked against the whole sweep,
+    # which has no memory scope, so refused before anything is written
+    folder = tmp_path / "at_no_point"
+    for run in runs["mem_again"][:3]:
+        shutil.copytree(run, folder / run.name)
+    lone = folder / runs["mem_again"][3].name
+    shutil.copytree(runs["mem_again"][3], lone)
+    meta = json.loads((lone / "meta.json").read_text())
+    meta["params"].pop("sweep_grid")
+    (lone / "meta.json").write_text(json.dumps(meta))
+    with tracekit.open(tmp_path / "lone.duckdb") as tk:
+        for run in runs["mem"][:3]:
+            tk.ingest(run)
+        tk.ingest(runs["plain"][3], params={"sweep": sweep["mem"]})
+        before = tk.con.execute("SELECT run_id, name FROM runs ORDER BY run_id").fetchall()
+        with pytest.raises(QueryError, match=f"sweep {sweep['mem']}, .* at m=4096,dtype=fp32, has no memory scope"):
+            tk.diff(sweep["mem"], str(folder), by="memory")
+        assert tk.con.execute("SELECT run_id, name FROM runs ORDER BY run_id").fetchall() == before
 
 
 def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(tmp_path):
@@ -664,7 +683,7 @@ def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(
     plain as the repeat of the base: the repeat is compared at those three points alone (before,
     also at m=4096,dtype=fp16, which gave the repeat's rows alone in the table), also once that
     point is in as a failed capture; where it lacks one of them, that is said of it, and only that
-    one."""
+    one; where it has none of them, compare says so and diff asked at them is an error."""
     sweep = {w: _manifest(w)["sweep"] for w in ("plain", "mem", "mem_again")}
     runs = {w: sorted((SWEEPS / w / "runs").iterdir()) for w in sweep}
     compared = {"m=1024,dtype=fp16", "m=1024,dtype=fp32", "m=4096,dtype=fp32"}
@@ -705,6 +724,14 @@ def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(
         said = [str(w.message) for w in caught if sweep["plain"] in str(w.message)]
         assert said == [f"compare: {sweep['plain']} (a repeat of the base) has no run at the points compared: "
                         "every row is judged without its noise"], said
+        # (diff itself, asked at those points: an error naming them, not a comparison at every point)
+        from tracekit.diff import NoPointsCompared, at_points, diff, resolve
+
+        at = at_points(tk.con, [resolve(tk, sweep["mem_again"])])
+        assert at == {"m=1024,dtype=fp16"}
+        with pytest.raises(NoPointsCompared, match=f"diff: sweep {sweep['mem']} and sweep {sweep['plain']} have no run "
+                                                   r"compared at any of the points compared \(m=1024,dtype=fp16\)"):
+            diff(tk, sweep["mem"], sweep["plain"], at=at)
 
 
 def test_two_sweeps_setups_are_those_of_the_points_they_share(tmp_path):

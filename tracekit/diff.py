@@ -645,7 +645,8 @@ def pair_check(other: Side | None, file_is_base: bool, by: list[str] | None) -> 
     pair must share a scope (``by``'s, if given) and not be one sweep twice. A point of a
     sweep (a sweep folder's run) against a sweep is checked against that sweep's run at its
     point, where it is compared; a point the other sweep lacks is not compared, and is not
-    checked (``diff`` says the points that are, once the folder is in)."""
+    checked (``diff`` says the points that are, once the folder is in). A run whose params name
+    no point is checked against the whole sweep."""
     def check(side: Side) -> None:
         if other is None:
             return

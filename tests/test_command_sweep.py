@@ -391,6 +391,13 @@ def test_the_planted_change_regresses_at_every_point_and_nothing_else(sweeps):
     assert moved["delta_pct"].to_list() == [100.0] * 4
     gemms = df.filter((df["scope"] == "kernel") & ~df["key"].str.to_lowercase().str.contains("softmax"))
     assert set(gemms["verdict"]) <= {"unchanged"}
+    # what moved names the three kernels that moved most, each at its point, and counts the fourth
+    from tracekit.diff import moved as said_moved
+
+    (line,) = [t for t in said_moved(df) if t.startswith("Kernel time")]
+    named = line.split(" in all: ", 1)[1].split("; ")
+    assert named[-1] == "and 1 more" and all(n.split(": ", 1)[0] in set(moved["key"].str.split(": ").list.first())
+                                                 for n in named[:-1]), line
 
 
 def test_a_sweep_against_itself_is_one_line_and_against_a_run_its_point(sweeps, tmp_path):
@@ -497,8 +504,10 @@ def test_short_labels_keep_the_point(sweeps):
         keys = sweeps.diff(_sweep_id("base"), _sweep_id("slow"))["key"].to_list()
     labels = short_keys(keys, 60)
     assert all(label.startswith(key.split(": ", 1)[0] + ": ") for key, label in labels.items())
-    assert labels[next(k for k in keys if k.startswith("m=4096,dtype=fp32: ") and "cunn_SoftMaxForwardReg" in k)] == \
-        "m=4096,dtype=fp32: at::native::cunn_SoftMaxForwardReg"
+    # (the softmax of floats and of halves, told apart as the rests of every point's keys tell them apart)
+    softmax = {label for key, label in labels.items() if "cunn_SoftMaxForwardReg" in key}
+    assert softmax == {f"m=4096,dtype={d}: {name}" for d, name in (
+        ("fp32", "cunn_SoftMaxForwardReg [float]"), ("fp16", "at::native::cunn_SoftMaxForwardReg [c10]"))}, softmax
 
 
 def test_a_points_report_shows_its_sweeps_points_and_no_latency(sweeps, tmp_path):

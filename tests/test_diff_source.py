@@ -155,7 +155,7 @@ def test_half_the_sms_slows_the_attention_kernels_lines_alone(db):
         "code: p = _silu(tl.dot(q, k), rab, scale, False, FAST_SILU)"}
     lines = D.moved(df)
     assert len(lines) == 1 and lines[0].startswith("Source lines (mean time per launch): _hstu_cached_sk_kernel @ ")
-    assert "_cached.py:434 +10" in lines[0] and lines[0].endswith(f"; {changed.height - 3} more")
+    assert "_cached.py:434 +10" in lines[0] and lines[0].endswith(f"; and {changed.height - 3} more")
 
 
 def test_a_kernel_that_took_as_long_has_no_line_judged(db):

@@ -102,6 +102,25 @@ def test_the_reference_backend_regresses_every_point_where_it_should(store):
         assert len(rows) == 4 and set(rows["verdict"]) == {"regressed"}, rows
     latency = df.filter((pl.col("scope") == "sweep") & (pl.col("metric") == "latency_med_ms"))
     assert set(latency["key"]) == POINTS and set(latency["verdict"]) == {"regressed"}
+    # each key read with its point first, the kernels told apart within their point: one kernel
+    # reads alike at every point (before, some lost their point, told apart as whole keys), and in
+    # what moved, each kernel named at its point
+    from tracekit.diff import POINT_KEY, moved, short_keys
+
+    for width in (60, 40):
+        labels = short_keys(df, width)
+        assert len(set(labels.values())) == len(labels)
+        by_rest: dict[str, set[str]] = {}
+        for key, label in labels.items():
+            if point := POINT_KEY.fullmatch(key):
+                assert label.startswith(point[1] + ": "), (key, label)
+                by_rest.setdefault(point[2], set()).add(label.split(": ", 1)[1])
+        assert all(len(rest) == 1 for rest in by_rest.values()), [r for r in by_rest.values() if len(r) > 1]
+    (kernels,) = [line for line in moved(df) if line.startswith("Kernel time")]
+    *named, more = kernels.split(" in all: ", 1)[1].split("; ")
+    assert len(named) == 3 and all(n.split(": ", 1)[0] in POINTS for n in named), kernels
+    judged = df.filter((pl.col("scope") == "kernel") & (pl.col("verdict") != "unchanged"))["key"].n_unique()
+    assert more == f"and {judged - 3} more", kernels
 
 
 @pytest.mark.parametrize("query", ["sweep-kernels", "sweep-points"])

@@ -3061,7 +3061,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
     the request latency points (where one changed, over two or more shared points, the speedup of
     their medians: ``_speedup_line``), their peak memory, and those held because the host's pace
-    moved them. Empty where nothing was judged changed or held."""
+    moved them. Each line names the ``top`` that moved most and counts those it leaves out. Empty
+    where nothing was judged changed or held."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -3075,6 +3076,10 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         pct = val(r["delta_pct"])
         return ", ".join(([f"{pct:+.1f} %"] if pct is not None and r["verdict"] not in ("added", "removed") else [])
                          + [r["verdict"]])
+
+    def more(shown: int, of: int) -> str:
+        """What a line of the few that moved most leaves out, counted: none goes unsaid."""
+        return f"; and {of - shown} more" if of > shown else ""
 
     def durations(rs: list[dict], kinds: list[str]) -> str:
         """How ncu launches' durations moved: by how much (a range over several), in % and the verdicts."""
@@ -3113,7 +3118,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             verdict = r["verdict"] if r["metric"] == "total_ns" else f"{r['metric']} {r['verdict']}"
             memory = [p for p in (r["note"] or "").split("; ") if p.startswith(MEMORY_NOTE)]  # (what changed the time)
             parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict, *memory])})")
-        lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts))
+        lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts) + more(len(parts), len(judged)))
     faults = list(changed.filter(pl.col("scope") == "um").iter_rows(named=True))
     if faults:  # (what a prefetch or a memory advice changes: the faults, beside the migrations' time above)
         lines.append("Unified Memory page faults: " + "; ".join(
@@ -3127,7 +3132,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         lines.append("GPU memory: " + "; ".join(
             f"{key} " + ", ".join(f"{MEMORY_WORDS[r['metric']]} {_human(r['metric'], val(r['base']) or 0)} -> "
                                   f"{_human(r['metric'], val(r['new']) or 0)} ({how(r)})" for r in rows_)
-            for key, rows_ in list(memory.items())[:top]))
+            for key, rows_ in list(memory.items())[:top]) + more(top, len(memory)))
     # (host code: what a launch-bound loop spends its CPU on, beside the GPU's time above)
     for what, rows_ in (("NVTX ranges", changed.filter((pl.col("scope") == "nvtx") & (pl.col("metric") == "cpu_ns"))),
                         ("functions", changed.filter(pl.col("scope") == "cpu"))):
@@ -3136,7 +3141,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             named = label if what == "functions" else {r["key"]: r["key"] for r in sampled}  # (paths whole)
             lines.append(f"CPU time in {what} (sampled): " + "; ".join(
                 f"{named[r['key']]} {_human('x_ns', val(r['base']) or 0)} -> {_human('x_ns', val(r['new']) or 0)} "
-                f"({how(r)})" for r in sampled))
+                f"({how(r)})" for r in sampled) + more(len(sampled), rows_.height))
     # nsys times held because the SM clock moved them (the GPU's sampled counters): said, not judged
     clocked_nsys = [r for r in df.filter(pl.col("scope").is_in(["gpu", "kernel"]) & (pl.col("verdict") == "unchanged")
                                          & pl.col("metric").is_in(["busy_ns", "total_ns"])).iter_rows(named=True)
@@ -3154,7 +3159,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         rows.update({r["key"]: r for r in wall.iter_rows(named=True) if r["key"] not in rows})
         shown = sorted(rows.values(), key=lambda r: -abs(delta(r)))[:top]
         lines.append("NVTX wall time: " + "; ".join(
-            f"{label[r['key']]} {_STAT[r['metric']]} {signed(r['metric'], delta(r))} ({how(r)})" for r in shown))
+            f"{label[r['key']]} {_STAT[r['metric']]} {signed(r['metric'], delta(r))} ({how(r)})" for r in shown)
+            + more(len(shown), len(rows)))
     # ncu: per kernel (its keys: one per NVTX path), its launches' time in all, where it was
     # judged changed, or held because the SM clock moved it in as many cycles
     ncu_rows = df.filter(pl.col("scope") == "ncu")
@@ -3224,6 +3230,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         lines.append(f"ncu {label[name]}, {launches(m)}: {signed('duration_ns', total)} in all "
                      f"({', '.join([*pct, *kinds])}); {'a' if single else 'the median'} launch {per}"
                      + "".join(f"; {o}" for o in occupancy(m)))
+    if len(judged) > top:
+        lines.append(f"ncu: and {len(judged) - top} more kernels judged changed")
     # durations held because the SM clock moved them: said, so that no one reads them as the code's
     for name in sorted(held, key=lambda k: -moved_by(k))[:top]:
         rs = [r for r in held[name]["duration_ns"] if clocked(r)]
@@ -3239,7 +3247,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         shown = sorted(source.iter_rows(named=True), key=lambda r: -abs(delta(r)))[:top]
         lines.append("Source lines (mean time per launch): " + "; ".join(
             f"{named[r['key']]} {signed('time_ns', delta(r))} ({how(r)})" for r in shown)
-            + (f"; {source.height - top} more" if source.height > top else ""))
+            + more(len(shown), source.height))
     points = df.filter(pl.col("scope") == "sweep")
     # a point whose capture failed on a side has no value there (_sweep_scope): not a shared point
     failed = set(points.filter(~pl.col("verdict").is_in(["added", "removed"])
@@ -3280,7 +3288,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         order = sorted(memory, key=lambda k: -max(abs(val(r["delta_pct"]) or 0) for r in memory[k]))
         lines.append("Peak memory: " + "; ".join(
             (f"{k} " if k != "requests" else "") + ", ".join(f"{_STAT[r['metric']]} ({how(r)})" for r in memory[k])
-            for k in order[:top]) + (f"; and {len(order) - top} more" if len(order) > top else ""))
+            for k in order[:top]) + more(top, len(order)))
     if paced:  # (latencies held because the host's pace moved them: said, so that no one reads them as the code's)
         def pace(r: dict) -> str:
             note = r["note"]
@@ -3460,6 +3468,18 @@ def short_keys(keys: list[str] | pl.DataFrame, width: int = 60) -> dict[str, str
     if located and room >= 8:
         heads = short_keys(list(dict.fromkeys(k[0] for k in located.values())), room)
         out = {k: f"{heads[head]} @ {loc}" for k, (head, _, loc) in located.items()}
+    # a sweep's keys: the point first, whole, then the rest as the rests of every point's keys tell
+    # it apart (told apart as whole keys, the words that part them are the kernel's, and the point
+    # would be cut away; one kernel reads alike at every point)
+    pointed = {k: m for k in unique if k not in out and (m := POINT_KEY.fullmatch(k)) and len(m[1]) + 14 <= width}
+    if pointed:
+        rests: dict[str, list[str]] = {}  # rest -> its keys
+        for k, m in pointed.items():
+            rests.setdefault(m[2], []).append(k)
+        room = width - 2 - max(len(m[1]) for m in pointed.values())
+        told = dict(zip(rests, distinct_labels(list(rests), room, lambda r, w: shorten_key(
+            r, w, any(k not in texts for k in rests[r]), any(k in located for k in rests[r]))), strict=True))
+        out.update({k: f"{m[1]}: {told[m[2]]}" for k, m in pointed.items()})
     out.update(zip([k for k in unique if k not in out], distinct_labels(
         [k for k in unique if k not in out], width, lambda k, w: shorten_key(k, w, k not in texts, k in located)),
         strict=True))

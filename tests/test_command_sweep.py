@@ -842,6 +842,10 @@ def test_sweep_ncu_equals_the_details_page_of_each_point(ncu_sweep):
             firsts.setdefault(r["family"], r["duration_ns"])
             assert r["vs_first"] == round(r["duration_ns"] / firsts[r["family"]], 3)
     assert df.filter(df["family"] == "softmax_warp_forward")["vs_first"].to_list() == [1.0, 0.86]  # fp32's faster
+    # cuBLAS's fp16 GEMM, tiled and scheduled otherwise at m=4096 (…_256x128_64x4_1x2_h_bz_coopA_NNT): one
+    # family, 25.7x its time at m=1024 (before, its schedule made it a family of its own there: 1.0)
+    gemm = df.filter(pl.col("name").str.starts_with("nvjet_sm90_hsh_"))
+    assert set(gemm["family"]) == {"nvjet_sm90_hsh_bz_NNT"} and gemm["vs_first"].to_list() == [1.0, 25.733]
 
 
 def test_sweep_ncu_asked_wrong_is_one_line(ncu_sweep, sweeps):

@@ -12,10 +12,12 @@
 --     are named by their first template argument instead, which names the operation;
 --   * tile and shape tokens (256x128, 64x4, tilesize64x64x8 -> tilesize), cuBLAS/cuDNN tuning
 --     tokens (_tilesize, _warpsize, _stage3, _aligna4) and hex hashes of 12+ digits dropped;
+--   * of cuBLAS's nvjet kernels, the schedule its heuristic picks per shape as it picks the tile:
+--     the raster order (_h, _v) and the cooperative schedule (_coopA, _coopB);
 --   * runs of '_' left by the cuts made one, a trailing '_' dropped.
 -- Triton kernels keep their function name (it does not change with the configuration):
 -- their family is their name. Examples (tests/test_diff.py checks these on real names):
---   nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT -> nvjet_sm90_tst_h_bz_coopA_bias_TNT
+--   nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT -> nvjet_sm90_tst_bz_bias_TNT
 --   sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas
 --     -> sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_ffma_execute_kernel_5x_cublas
 --   void at::native::vectorized_elementwise_kernel<(int)4, at::native::AbsFunctor<float>, ...>(int, T2, T3)
@@ -24,12 +26,14 @@ CREATE OR REPLACE TEMP MACRO _kernel_family_base(n) AS
     CASE WHEN regexp_matches(n, '^cutlass::(Kernel2?|device_kernel)<[A-Za-z_]')
          THEN regexp_extract(n, '^cutlass::(?:Kernel2?|device_kernel)<([A-Za-z_][A-Za-z0-9_:]*)', 1)
          ELSE trim(regexp_extract(n, '^[^<(]*')) END;
+CREATE OR REPLACE TEMP MACRO _nvjet_schedule_cut(n) AS
+    CASE WHEN starts_with(n, 'nvjet_') THEN regexp_replace(n, '_(h|v|coopA|coopB)(_|$)', '\2', 'g') ELSE n END;
 CREATE OR REPLACE TEMP MACRO kernel_family(name) AS
     CASE WHEN name IS NULL THEN NULL ELSE
-    coalesce(nullif(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(
+    coalesce(nullif(regexp_replace(regexp_replace(regexp_replace(regexp_replace(_nvjet_schedule_cut(regexp_replace(
         _kernel_family_base(regexp_replace(regexp_replace(trim(name), '^void\s+', ''),
                                            '<unnamed>::|\(anonymous namespace\)::', '', 'g')),
-        '\d+(x\d+)+', '', 'g'),                                   -- tile / shape tokens
+        '\d+(x\d+)+', '', 'g')),                                  -- tile / shape tokens; nvjet's schedule
         '_(tilesize|warpsize|stage\d+|align[a-z]?\d+)', '', 'g'),  -- cuBLAS / cuDNN tuning tokens
         '_[0-9a-f]{12,}(_|$)', '\1', 'g'),                        -- hashes
         '([^_])_{2,}', '\1_', 'g'),                               -- '__' left by the cuts

@@ -2190,6 +2190,26 @@ def test_ncu_kernel_on_half_the_sms_is_the_only_regression(ncu_pair, capsys):
     assert all(D.short_keys(keys, 56)[k].endswith("/hstu_attention") for k in keys)
 
 
+def test_request_latency_timed_under_ncu_is_not_judged(ncu_pair):
+    """Both captures timed their requests under ncu (median 23.2 -> 30.7 ms, twice the untraced
+    12 ms: the profiler's replays): the latency rows are not judged, their note says why (the ncu
+    scope judges the kernels; their peak memory is judged as ever); a query of that latency says so of
+    the run it shows."""
+    from tracekit.errors import CaptureWarning
+
+    df = ncu_pair.diff("base", "half_sms")
+    latency = df.filter((pl.col("scope") == "sweep") & pl.col("metric").str.starts_with("latency_"))
+    assert latency.height == 2
+    assert set(latency["verdict"]) == {"unchanged"} and set(D.shown_verdicts(latency)) == {"not judged"}
+    assert latency["note"].str.contains(f"{D.NCU_TIMED_NOTE} (both runs), which serialises", literal=True).all()
+    assert latency.filter(pl.col("metric") == "latency_med_ms")["delta_pct"][0] > 30  # (a move, not judged)
+    with pytest.warns(CaptureWarning) as seen:
+        shown = ncu_pair.query("sweep-latency")
+    assert [str(w.message) for w in seen] == [
+        f"run {shown['run'][0]} timed its requests under ncu, which serialises the launches and replays each kernel "
+        "it profiles: its latency is mostly the profiler's; the latency untraced: tracekit capture --tool none"]
+
+
 SHAPES = {v: DATA / f"ncu_shapes_{v}" for v in ("a", "a_again", "slow")}  # programs/ncu_shapes.py
 
 

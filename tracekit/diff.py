@@ -1378,10 +1378,14 @@ HOST_PACE_NOTE = "moved with the host's pace"
 #: every other variant moved with (``_bench_scope``)
 BENCH_PACE_NOTE = "moved with its baseline"
 BENCH_BASELINE_NOTE = "moved with its variants"
-#: the notes of changes held because the machine, not the code, moved them
-HELD_NOTES = (CLOCK_NOTE, HOST_PACE_NOTE, BENCH_PACE_NOTE, BENCH_BASELINE_NOTE)
+#: the note of a request latency that a side timed under ncu (``_under_ncu``): ncu serialises
+#: the launches and replays each kernel it profiles, so the latency is mostly its own (3.5-4.1x
+#: the untraced on the H200, tests/data/hstu_sweep_tools); the ncu scope compares the kernels
+NCU_TIMED_NOTE = "timed under ncu"
+#: the notes of changes held because the machine or the profiler, not the code, moved them
+HELD_NOTES = (CLOCK_NOTE, HOST_PACE_NOTE, BENCH_PACE_NOTE, BENCH_BASELINE_NOTE, NCU_TIMED_NOTE)
 #: each in a word or two (compare's cells)
-HELD_WORDS = dict(zip(HELD_NOTES, ("clock", "host pace", "baseline's pace", "variants' pace"), strict=True))
+HELD_WORDS = dict(zip(HELD_NOTES, ("clock", "host pace", "baseline's pace", "variants' pace", "ncu"), strict=True))
 #: a launch API's calls in each run for its median to stand for the host's pace
 PACE_MIN_CALLS = 20
 #: clock samples (nsys --gpu-metrics-devices: 10 kHz by default) inside a key's work on each
@@ -2313,6 +2317,10 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
     clocks: dict[str, list] = {}  # point -> [base's, new's] SM clock as the timed requests ran
     for side, key, mhz in con.execute(points + _sql("sweep_clock"), params).fetchall():
         clocks.setdefault(key, [None, None])[side] = mhz
+    under_ncu: dict[str, list[str]] = {}  # point -> the sides whose run timed its requests under ncu
+    for side, key in con.execute(points + "SELECT p.side, p.key FROM point_runs p JOIN runs r USING (run_id) "
+                                 "WHERE json_extract_string(r.params, '$.tool') = 'ncu' ORDER BY p.side", params).fetchall():
+        under_ncu.setdefault(key, []).append(("base", "new")[side])
     rows: list[_Row] = []
     for r in df.iter_rows(named=True):
         # effect: the change of the point's median request latency, in ns like the others
@@ -2340,6 +2348,8 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
             if pace is not None:
                 pair = (runs.get((0, r["key"])), runs.get((1, r["key"])))
                 _with_the_host(con, stat, pace, pair, threshold)
+            if r["key"] in under_ncu:
+                _under_ncu(stat, under_ncu[r["key"]])
             rows += stat + _peak_rows(r["key"], peaks.get(r["key"], [None, None]), threshold, len(metrics))
     # a point neither sweep has a run of (its capture failed, its run removed, ...): said rather than left out
     seen = set(df["key"].to_list())
@@ -2422,6 +2432,17 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
         r.verdict = "unchanged"
         r.note = _join(r.note, f"{HOST_PACE_NOTE} (CUDA launch calls {100 * (ratio - 1):+.1f}%: {words}): "
                        f"{at_base:+.1f}% at the base's pace, within {within} ({pct_limit:g}%): the host, not the code")
+
+
+def _under_ncu(rows: list[_Row], sides: list[str]) -> None:
+    """A point's latency rows (``rows``, in place) where the run of ``sides`` (base, new) timed
+    its requests under ncu: not judged, the latency being mostly the profiler's."""
+    whose = "both runs" if len(sides) == 2 else f"the {sides[0]} run"
+    for r in rows:
+        r.verdict = "unchanged"  # (shown as not judged: shown_verdicts)
+        r.note = _join(r.note, f"{NCU_TIMED_NOTE} ({whose}), which serialises the launches and replays each "
+                               "kernel it profiles: the profiler's time more than the code's, not judged (tracekit "
+                               "capture --tool none times the requests; the ncu scope compares the kernels)")
 
 
 #: the SM clocks (MHz) two runs' timed requests ran at differ where they are this far apart

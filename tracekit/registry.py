@@ -454,26 +454,34 @@ class Registry:
                 "row: " + "; ".join(lines)))
 
     @staticmethod
-    def note_latency_under_ncu(tk, q: Query, bound: dict[str, Any]) -> None:
-        """A ``CaptureWarning`` where ``q``, a query of timed requests (``SWEEP_TIMED``), answered
-        of a sweep captured under ncu: ncu serialises the launches and replays each kernel it
-        profiles, so the requests' latency is mostly the profiler's (3.5-4.1x the untraced on
-        the H200, tests/data/hstu_sweep_tools); the latest sweep timed under none is named.
-        ``tracekit sweep --tool none,nsys,ncu`` ends with its ncu sweep, the latest."""
-        sweep = bound.get("sweep") if q.name in SWEEP_TIMED else None
-        if not sweep:
+    def note_latency_under_ncu(tk, q: Query, bound: dict[str, Any], shown: list[tuple[str, str]]) -> None:
+        """A ``CaptureWarning`` where ``q``, a query of timed requests (``SWEEP_TIMED``), shows
+        runs that timed them under ncu (``shown``: the rows' run and tool): ncu serialises the
+        launches and replays each kernel it profiles, so the requests' latency is mostly the
+        profiler's (3.5-4.1x the untraced on the H200, tests/data/hstu_sweep_tools); the
+        latest sweep timed under none is named. ``tracekit sweep --tool none,nsys,ncu`` ends
+        with its ncu sweep, the latest."""
+        if q.name not in SWEEP_TIMED:
             return
-        tools = {t for (t,) in tk.con.execute("SELECT DISTINCT json_extract_string(params, '$.tool') FROM sweep_runs "
-                                              f"WHERE {_SWEEP_SQL} = ?", [sweep]).fetchall()}
-        if tools != {"ncu"}:
+        runs = {run for run, tool in shown if tool == "ncu"}
+        if not runs:
             return
-        said = (f"sweep {sweep} was captured under ncu, which serialises the launches and replays each kernel it "
-                "profiles: its requests' latency is mostly the profiler's")
-        untraced = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM sweep_runs WHERE {_SWEEP_SQL} <> '' AND "
-                                  "json_extract_string(params, '$.tool') = 'none' ORDER BY run_id DESC LIMIT 1"
-                                  ).fetchall()
-        said += (f"; the latest sweep timed untraced: {untraced[0][0]}" if untraced  # (one text for every query)
-                 else "; the latency untraced: tracekit sweep --tool none")
+        sweep = bound.get("sweep")
+        why = "which serialises the launches and replays each kernel it profiles"
+        if sweep and len(runs) == len({run for run, _ in shown}):
+            said = f"sweep {sweep} was captured under ncu, {why}: its requests' latency is mostly the profiler's"
+        else:  # (runs outside a sweep, or sweeps mixed: those of the rows)
+            n = len(runs)
+            said = (f"{'runs' if n > 1 else 'run'} {listed(sorted(runs))} timed {'their' if n > 1 else 'its'} "
+                    f"requests under ncu, {why}: {'their' if n > 1 else 'its'} latency is mostly the profiler's")
+        if sweep == "":  # (runs outside a sweep: captured so)
+            said += "; the latency untraced: tracekit capture --tool none"
+        else:
+            untraced = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM sweep_runs WHERE {_SWEEP_SQL} <> '' AND "
+                                      "json_extract_string(params, '$.tool') = 'none' ORDER BY run_id DESC LIMIT 1"
+                                      ).fetchall()
+            said += (f"; the latest sweep timed untraced: {untraced[0][0]}" if untraced  # (one text for every query)
+                     else "; the latency untraced: tracekit sweep --tool none")
         warn_from_caller(CaptureWarning(said))
 
     @staticmethod
@@ -512,7 +520,8 @@ class Registry:
         if not graphs_shown and "run" in bound:
             self.note_whole_graphs(tk, q, bound)
         self.note_points_left_out(tk, q, bound)
-        self.note_latency_under_ncu(tk, q, bound)
+        if {"run", "tool"} <= set(df.columns):
+            self.note_latency_under_ncu(tk, q, bound, list(zip(df["run"], df["tool"], strict=True)))
         self.note_none_happened(tk, q, bound, df.height)
         return df
 
@@ -539,7 +548,9 @@ class Registry:
             self.note_whole_graphs(tk, q, bound)
         if not points_said:
             self.note_points_left_out(tk, q, bound)
-        self.note_latency_under_ncu(tk, q, bound)
+        if {"run", "tool"} <= set(rows.columns):
+            at = rows.columns.index("run"), rows.columns.index("tool")
+            self.note_latency_under_ncu(tk, q, bound, [(r[at[0]], r[at[1]]) for r in rows.rows])
         self.note_none_happened(tk, q, bound, len(rows.rows))
         return rows
 

@@ -14,6 +14,7 @@ import pytest
 from conftest import DATA
 
 import tracekit
+from tracekit import diff as D
 from tracekit.cli import main as cli_main
 from tracekit.errors import InputError, QueryError
 from tracekit.ingest.bench import time_summary
@@ -43,7 +44,8 @@ def test_bench_results_are_the_files_with_each_calls_time(tk):
         for want in doc["results"]:
             got = mine[(want["config"], want["variant"])]
             assert got["calls"] == want["n_rep"] == len(want["samples_ms"])
-            for col in ("median_ms", "p95_ms", "tflops", "speedup_vs_baseline", "speedup_low", "speedup_high"):
+            for col in ("median_ms", "p95_ms", "mean_ms", "min_ms", "max_ms", "p99_ms", "std_ms", "tflops",
+                        "speedup_vs_baseline", "speedup_low", "speedup_high", "peak_alloc_mb", "peak_reserved_mb"):
                 assert got[col] == want[col], col
             assert got["matches_reference"] == want["matches_reference"] and got["baseline"] == "sdpa"
         # each call's time kept: the median of a pair's calls is the one the benchmark printed
@@ -64,10 +66,14 @@ def test_bench_results_are_the_files_with_each_calls_time(tk):
 
 
 def test_the_same_benchmark_twice_is_unchanged(tk):
+    """Each variant's time per call within 1 %, its peak memory in a call the same to the byte."""
     df = tk.diff("base", "base_again")
-    assert set(df["scope"]) == {"bench"} and df.height == 7
+    assert set(df["scope"]) == {"bench"} and df.height == 7 * 3
     assert set(df["verdict"]) == {"unchanged"}
-    assert df["delta_pct"].abs().max() < 1.0
+    assert df.filter(pl.col("metric") == "med_ns")["delta_pct"].abs().max() < 1.0
+    memory = df.filter(pl.col("metric").str.starts_with("peak_mem_"))
+    assert memory.height == 14 and (memory["delta"] == 0).all()
+    assert D.moved(df) == []
 
 
 def test_the_slower_tile_regresses_the_dense_kernel_alone(tk):
@@ -77,6 +83,9 @@ def test_the_slower_tile_regresses_the_dense_kernel_alone(tk):
     assert set(changed["verdict"]) == {"regressed"} and (changed["delta_pct"] > 100).all()
     row = changed.filter(pl.col("key") == "hstu_T1024/triton_dense").row(0, named=True)
     assert row["note"] == "speedup vs sdpa 0.90x -> 0.40x" and row["p_value"] < 1e-100
+    assert D.moved(df) == ["Benchmark, median time of a call: bsa_T4096/triton_dense +467.168 µs (+179.7 %, regressed); "
+                           "hstu_T4096/triton_dense +465.600 µs (+179.2 %, regressed); hstu_T1024/triton_dense "
+                           "+127.040 µs (+124.2 %, regressed)"]
     # the 697 calls its 500 ms allowed against 1,000: another count of one kernel, not another mix
     assert tk.query("bench-results", run="slow", name="T4096")["calls"].to_list() == [1000, 1000, 697, 1000, 701]
 
@@ -106,7 +115,7 @@ def test_a_machine_slower_throughout_is_held_and_a_wrong_output_is_not(tk, tmp_p
         t.ingest(PAIR / "base.json.xz", name="base")
         t.ingest(_planted(tmp_path, "slower", slower), name="slower")
         df = t.diff("base", "slower")
-    rows = {r["key"]: r for r in df.iter_rows(named=True)}
+    rows = {r["key"]: r for r in df.filter(pl.col("metric") == "med_ns").iter_rows(named=True)}
     for key in ("hstu_T4096/triton_dense", "bsa_T4096/triton_dense"):
         assert rows[key]["verdict"] == "unchanged" and "moved with its baseline (sdpa +" in rows[key]["note"]
     for key in ("hstu_T1024/sdpa", "hstu_T4096/sdpa", "bsa_T4096/sdpa"):
@@ -116,6 +125,26 @@ def test_a_machine_slower_throughout_is_held_and_a_wrong_output_is_not(tk, tmp_p
     failed = rows["bsa_T4096/triton_block_sparse"]
     assert failed["verdict"] == "regressed" and failed["new"] is None
     assert failed["note"].endswith("failed in the new run: OutOfMemoryError: CUDA out of memory")
+
+
+def test_a_variant_that_allocates_more_is_regressed_in_memory(tk, tmp_path):
+    """base_again with the block-sparse kernel's workspace doubled (its call's allocation 33.1 ->
+    66.1 MiB, the allocator's cache 594 -> 627 MiB): its memory regressed at its time unchanged,
+    said in what moved; the other variants' memory unchanged."""
+    def bigger(doc):
+        r = next(r for r in doc["results"] if r["variant"] == "triton_block_sparse")
+        r["peak_alloc_mb"] *= 2
+        r["peak_reserved_mb"] += 33
+    with tracekit.open(tmp_path / "s.duckdb") as t:
+        t.ingest(PAIR / "base.json.xz", name="base")
+        t.ingest(_planted(tmp_path, "bigger", bigger), name="bigger")
+        df = t.diff("base", "bigger")
+    changed = df.filter(pl.col("verdict") != "unchanged")
+    assert set(zip(changed["key"], changed["metric"], changed["verdict"], strict=True)) == {
+        ("bsa_T4096/triton_block_sparse", "peak_mem_allocated_mb", "regressed"),
+        ("bsa_T4096/triton_block_sparse", "peak_mem_reserved_mb", "regressed")}
+    assert D.moved(df) == ["Peak memory: bsa_T4096/triton_block_sparse allocated (+100.0 %, regressed), reserved "
+                           "(+5.6 %, regressed)"]
 
 
 def test_a_bench_run_against_a_capture_shares_no_scope(tk):

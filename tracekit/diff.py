@@ -2244,14 +2244,19 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
     machine's pace: both moved its way, the baseline by at least half as much in log terms),
     and whose speedup against it (timed in the same process) stayed within the threshold, is
     held; one whose output matched the reference in one run and not in the other, or that
-    failed in one, is said, and so is a variant of yours that came from another source."""
+    failed in one, is said, and so is a variant of yours that came from another source. Each
+    variant's peak memory in a call follows its time (``_peak_rows``)."""
     rows = _simple_scope(con, "bench", _sql("samples_bench"), params, threshold, [("med_ns", "median", 1)], False)
-    info = {(side, f"{config}/{variant}"): (baseline, f"{config}/{baseline}" if baseline else None, speedup, matches,
-                                            error, config, variant)
-            for side, config, variant, baseline, speedup, matches, error in con.execute(
-                "SELECT s.side, b.config, b.variant, b.baseline, b.speedup_vs_baseline, b.matches_reference, "
-                "coalesce(b.error, b.check_error) FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
-                "JOIN bench_results b ON b.run_id = s.run_id", params).fetchall()}
+    info, peaks = {}, {}  # (side, key) -> the result's facts; its peak memory (allocated, reserved)
+    for side, config, variant, baseline, speedup, matches, error, *peak in con.execute(
+            "SELECT s.side, b.config, b.variant, b.baseline, b.speedup_vs_baseline, b.matches_reference, "
+            "coalesce(b.error, b.check_error), b.peak_alloc_mb, b.peak_reserved_mb "
+            "FROM (VALUES (0, $base), (1, $new)) s(side, run_id) JOIN bench_results b ON b.run_id = s.run_id",
+            params).fetchall():
+        key = f"{config}/{variant}"
+        info[(side, key)] = (baseline, f"{config}/{baseline}" if baseline else None, speedup, matches, error, config,
+                             variant)
+        peaks[(side, key)] = peak
     sources = {(side, variant): source for side, variant, source in con.execute(  # (the variants of the user's)
         "SELECT s.side, e.key, e.value ->> '$' FROM (VALUES (0, $base), (1, $new)) s(side, run_id) "
         "JOIN runs r ON r.run_id = s.run_id, json_each(r.meta -> '$.bench.variant_sources') e", params).fetchall()}
@@ -2293,7 +2298,9 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
             r.note = _join(r.note, f"{BENCH_BASELINE_NOTE} (every other variant of {info[(0, r.key)][5]} moved with "
                                    "it in the same process, their speedups against it within the threshold): the "
                                    "machine, not the code")
-    return rows
+    # each variant's peak memory in a call, after its time
+    return rows + [m for r in rows for m in _peak_rows(r.key, [peaks.get((0, r.key)), peaks.get((1, r.key))],
+                                                       threshold, 1, "bench")]
 
 
 # -- sweeps -------------------------------------------------------------------------
@@ -2368,12 +2375,13 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
 SWEEP_MEMORY = ("peak_mem_allocated_mb", "peak_mem_reserved_mb")
 
 
-def _peak_rows(key: str, sides: list, threshold: float, order: int) -> list[_Row]:
-    """A point's peak memory, base against new, where both runs recorded it: what a program
-    allocates barely moves between captures of it (sweep_pair a and b, hstu_capture_pair's
-    base and base_again: the same peaks to the byte; hstu_capture_python against _again
-    9,856.870 against 9,856.853 MB), so a change beyond the threshold is real, as the memory
-    scope judges its bytes. More is worse; no time (effect 0)."""
+def _peak_rows(key: str, sides: list, threshold: float, order: int, scope: str = "sweep") -> list[_Row]:
+    """A point's (a bench variant's) peak memory, allocated and reserved, base against new,
+    where both runs recorded it: what a program allocates barely moves between captures of it
+    (sweep_pair a and b, hstu_capture_pair's base and base_again: the same peaks to the byte;
+    hstu_capture_python against _again 9,856.870 against 9,856.853 MB; bench_pair's base and
+    base_again, every variant's to the byte), so a change beyond the threshold is real, as the
+    memory scope judges its bytes. More is worse; no time (effect 0)."""
     rows = []
     for i, metric in enumerate(SWEEP_MEMORY):
         base, new = (None if s is None else s[i] for s in sides)
@@ -2381,7 +2389,7 @@ def _peak_rows(key: str, sides: list, threshold: float, order: int) -> list[_Row
             continue
         verdict, note = _judge(base, new, threshold, 1, True, "")
         pct = _pct(new - base, base)
-        rows.append(_Row("sweep", key, metric, base, new, verdict, None, note, pct, pct, 0.0, order + i))
+        rows.append(_Row(scope, key, metric, base, new, verdict, None, note, pct, pct, 0.0, order + i))
     return rows
 
 
@@ -3080,9 +3088,10 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     launches per kernel, with its theoretical occupancy where that moved and why (the note's
     reasons, whole), and those whose durations moved with the SM clock in as many cycles
     (held, and said so: the clock, not the code), and the nsys kernel and busy times held so;
-    the request latency points (where one changed, over two or more shared points, the speedup of
-    their medians: ``_speedup_line``), their peak memory, and those held because the host's pace
-    moved them. Each line names the ``top`` that moved most and counts those it leaves out. Empty
+    a benchmark's variants whose time per call moved; the request latency points (where one
+    changed, over two or more shared points, the speedup of their medians: ``_speedup_line``),
+    their peak memory and a benchmark variant's, and those held because the host's pace moved
+    them. Each line names the ``top`` that moved most and counts those it leaves out. Empty
     where nothing was judged changed or held."""
     def val(x: float | None) -> float | None:
         return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
@@ -3269,6 +3278,13 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         lines.append("Source lines (mean time per launch): " + "; ".join(
             f"{named[r['key']]} {signed('time_ns', delta(r))} ({how(r)})" for r in shown)
             + more(len(shown), source.height))
+    # a benchmark's variants whose time per call was judged changed (a variant that failed on a side: said so)
+    bench = sorted(changed.filter((pl.col("scope") == "bench") & (pl.col("metric") == "med_ns")).iter_rows(named=True),
+                   key=lambda r: -abs(delta(r)))
+    if bench:
+        lines.append("Benchmark, median time of a call: " + "; ".join(
+            f"{r['key']} {signed('med_ns', delta(r))} ({how(r)})" if r["base"] is not None and r["new"] is not None
+            else f"{r['key']} ({r['verdict']}: {r['note']})" for r in bench[:top]) + more(min(top, len(bench)), len(bench)))
     points = df.filter(pl.col("scope") == "sweep")
     # a point whose capture failed on a side has no value there (_sweep_scope): not a shared point
     failed = set(points.filter(~pl.col("verdict").is_in(["added", "removed"])
@@ -3303,7 +3319,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         if (speedup := _speedup_line(points, shared, {r["key"] for r in paced})) is not None:
             lines.append(speedup)
     memory: dict[str, list[dict]] = {}
-    for r in changed.filter((pl.col("scope") == "sweep") & pl.col("metric").is_in(SWEEP_MEMORY)).iter_rows(named=True):
+    for r in changed.filter(pl.col("scope").is_in(["sweep", "bench"]) & pl.col("metric").is_in(SWEEP_MEMORY)
+                            ).iter_rows(named=True):  # (a point's, a bench variant's)
         memory.setdefault(r["key"], []).append(r)
     if memory:  # (a point's largest change first)
         order = sorted(memory, key=lambda k: -max(abs(val(r["delta_pct"]) or 0) for r in memory[k]))

@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS bench_results (
     max_abs_err DOUBLE,
     err_tol DOUBLE,
     matches_reference BOOLEAN,
-    peak_alloc_mb DOUBLE,
+    peak_alloc_mb DOUBLE,         -- GPU memory a call allocates beyond what was allocated before it, MiB
+    peak_reserved_mb DOUBLE,      -- GPU memory PyTorch's allocator held at its peak during a call, MiB
     error VARCHAR,                -- why the variant could not be timed (no times then)
     check_error VARCHAR           -- why its output could not be checked
 );

@@ -77,8 +77,8 @@ SCHEMA_FILES = ["schema_core.sql", "schema_nsys.sql", "schema_ncu.sql", "schema_
 #: --cudabacktrace: the CUDA API calls' stacks); 25: python_frames, python_samples and
 #: api_calls.python_stack_id (nsys --python-backtrace=cuda and --python-sampling: Python stacks);
 #: 26: bench_results and bench_samples (the JSON of `tracekit bench`); 27: requests.model_flop and
-#: attention_flop (each request's floating-point work).
-SCHEMA_VERSION = 27
+#: attention_flop (each request's floating-point work); 28: bench_results.peak_reserved_mb.
+SCHEMA_VERSION = 28
 
 
 def ingest_memory_limit() -> str:

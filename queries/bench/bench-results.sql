@@ -14,6 +14,10 @@
 -- @column median_ms            median time of a call (CUDA events around it, GPU time only), ms
 -- @column p95_ms               95th percentile, ms
 -- @column std_ms               standard deviation of a call's time, ms
+-- @column mean_ms              mean time of a call, ms
+-- @column min_ms               fastest call, ms
+-- @column max_ms               slowest call, ms
+-- @column p99_ms               99th percentile, ms
 -- @column tflops               floating-point work of a call over its median time, TFLOP/s
 -- @column speedup_vs_baseline  the baseline's median over this variant's (same configuration, same process)
 -- @column speedup_low          lower end of its 95 % bootstrap interval
@@ -23,6 +27,8 @@
 -- @column rel_err              ||out - ref|| / ||ref||
 -- @column host_ms              the host's median time to enqueue one call, ms (above median_ms: calls back to back are bound by the host)
 -- @column late_calls           timed calls the GPU reached before the host had enqueued them: their times may hold host time (0 expected; a kernel that waits for the GPU, reading a tensor on the host, has every call late)
+-- @column peak_alloc_mb        GPU memory one call allocates beyond what was allocated before it (its outputs and workspace), MiB (2^20 bytes)
+-- @column peak_reserved_mb     GPU memory PyTorch's allocator held at its peak during that call (its cache, the process's), MiB
 -- @column source               where a variant of yours came from (FILE.py:FUNCTION or MODULE:FUNCTION, as given to --variants); NULL for ours
 -- @column error                why the variant could not be timed, or why its output could not be checked
 -- @display config, variant, calls, median_ms, p95_ms, tflops, speedup_vs_baseline, speedup_low, speedup_high, matches_reference, error
@@ -42,9 +48,9 @@ WITH named AS (
     FROM runs r, json_each(r.meta -> '$.bench.variant_sources') e
     WHERE r.run_id IN (SELECT run_id FROM named)
 )
-SELECT run_id, config, variant, calls, median_ms, p95_ms, std_ms, tflops,
+SELECT run_id, config, variant, calls, median_ms, p95_ms, std_ms, mean_ms, min_ms, max_ms, p99_ms, tflops,
        speedup_vs_baseline, speedup_low, speedup_high, baseline, matches_reference, rel_err, host_ms,
-       late_calls, yours.source,
+       late_calls, peak_alloc_mb, peak_reserved_mb, yours.source,
        coalesce(error, check_error) AS error
 FROM checked JOIN named ON checked.ok LEFT JOIN yours USING (run_id, variant)
 ORDER BY run_id, config, (variant <> baseline), variant

@@ -55,6 +55,7 @@ RESULT_COLUMNS = {
     "err_tol": ("err_tol", pa.float64()),
     "matches_reference": ("matches_reference", pa.bool_()),
     "peak_alloc_mb": ("peak_alloc_mb", pa.float64()),
+    "peak_reserved_mb": ("peak_reserved_mb", pa.float64()),
     "error": ("error", pa.string()),
     "check_error": ("check_error", pa.string()),
 }

@@ -11,7 +11,9 @@
 -- ncu's SOLBottleneck rule does: both under 60 % is latency (the kernel waits: occupancy,
 -- dependencies, too small a grid), else the busier of compute and memory. ncu_rule and
 -- ncu_estimate_ns are ncu's own guided analysis: its rule with the largest estimated speedup of
--- the whole launch (global), weighted by the durations, applied to the kernel's time. A
+-- the whole launch (global), weighted by the durations, applied to the kernel's time; it can
+-- pass headroom_ns where the rule cuts the work itself (fewer bytes moved: MemoryL2Compression,
+-- an access pattern), which headroom_ns, at the same work, does not count. A
 -- kernel ncu did not profile (its --kernel-name or --launch-count left it out) has profiled 0,
 -- NULL in the ncu columns, and comes after those it did. The ncu run's launches are timed under
 -- ncu (serialised, with its cache control); ncu_over_nsys compares its median to the traced one.

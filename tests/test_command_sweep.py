@@ -497,6 +497,35 @@ def test_compare_sweeps_with_a_repeat(sweeps):
     assert slow.height and all("softmax" in k.lower() for k in slow["key"])
 
 
+def test_a_compare_of_sweeps_reads_whole_or_a_block_per_row(sweeps, monkeypatch, capsys):
+    """compare base --repeat again slow: where the terminal gives each key its point and 20
+    characters of its kernel, and each run's value its change, a table (at 160 columns, a run's
+    header on two lines); where
+    it cannot (120), a block per row with each key and value whole, not keys cut to their point
+    (m=4096,dtype=fp32: sm80_…) and verdicts to (+102.1%, regr…; without the repeat, 120 is a table."""
+    from tracekit.cli import main as cli_main
+
+    args = ["--db", str(sweeps.path), "compare", _sweep_id("base"), _sweep_id("slow"), "--repeat", _sweep_id("again")]
+    monkeypatch.setenv("COLUMNS", "160")
+    assert cli_main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("------"))  # (each column's dashes)
+    assert lines[rule - 1].startswith("scope ") and len(lines[rule].split()[1]) >= len("m=4096,dtype=fp32: ") + 20
+    # (a run's header over two lines: its sweep, then what it is to the comparison)
+    assert lines[rule - 1].split()[3:5] == ["(base)", "(repeat)"] and max(map(len, lines[:20])) <= 160
+    softmax = next(line for line in lines if "m=4096,dtype=fp32: cunn_SoftMax" in line and " total_ns " in line)
+    assert softmax.rstrip().endswith("(+102.1%, regress…") or "(+102.1%, regressed)" in softmax, softmax
+    monkeypatch.setenv("COLUMNS", "120")
+    assert cli_main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("-[ row 1 ]")
+    keys = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("key ")]
+    assert "m=4096,dtype=fp32: cunn_SoftMaxForwardReg [float]" in keys
+    assert any(line.endswith("2.544 ms (+102.1%, regressed)") for line in out.splitlines()), out
+    assert cli_main(args[:5]) == 0  # (without the repeat: a table)
+    assert not capsys.readouterr().out.startswith("-[ row 1 ]")
+
+
 def test_short_labels_keep_the_point(sweeps):
     from tracekit.diff import short_keys
 

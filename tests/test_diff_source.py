@@ -201,9 +201,15 @@ def _cli(capsys, *args) -> tuple[int, str, str]:
     return rc, out.out, out.err
 
 
+def _table_rows(out: str) -> list[str]:
+    """A terminal table's rows: the lines under its rule (a header may take two lines)."""
+    lines = out.splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("-----")) + 1:]
+
+
 def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, capsys, monkeypatch):
     """In a 100-column table a key keeps its file and line whole (its kernel beside it where there
-    is room), in a 74-column one its layer's tag and line number at least; what moved names the line with its kernel. A plain diff of two ncu runs has no source rows (a row per line of every kernel
+    is room), its layer's tag and line number at least; at 74 columns a block per row; what moved names the line with its kernel. A plain diff of two ncu runs has no source rows (a row per line of every kernel
     is asked for); --by source of a run without Source Counters, or not of ncu, is one line, exit 2."""
     monkeypatch.setenv("COLUMNS", "100")
     rc, out, err = _cli(capsys, "--db", str(db), "diff", "shapes_a", "shapes_slow", "--by", "source")
@@ -216,15 +222,18 @@ def test_the_table_keeps_each_lines_location_and_the_scope_is_asked_for(db, caps
     assert rc == 0 and all(re.fullmatch(r"\[layer\d\] _cached\.py:434", k.strip()) for k in keys), out
     assert len(set(keys)) == 8
     rc, out, _ = _cli(capsys, "--db", str(db), "compare", "shapes_a", "shapes_a_again", "shapes_slow", "--by", "source")
-    assert rc == 0 and out.splitlines()[2].split()[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out
+    assert rc == 0 and _table_rows(out)[0].split()[:3] == ["source", "ncu_shapes.py:34", "time_ns"], out
     rc, out, _ = _cli(capsys, "--db", str(db), "compare", "base", "base_again", "half_sms", "--by", "source", "--limit", "8")
-    keys = [line.split("  ")[1].strip() for line in out.splitlines()[2:10]]  # (each layer's line, told apart)
+    keys = [line.split("  ")[1].strip() for line in _table_rows(out)[:8]]  # (each layer's line, told apart)
     assert rc == 0 and all(re.fullmatch(r"\[layer\d\] …?\S*\.py:\d+", k) for k in keys) and len(set(keys)) == 8, out
-    monkeypatch.setenv("COLUMNS", "74")  # (too narrow for the file: each layer's tag and the line's number)
+    # (74 columns: too narrow for three runs' values with their changes beside the line: a block per
+    # row, each key whole)
+    monkeypatch.setenv("COLUMNS", "74")
     rc, out, _ = _cli(capsys, "--db", str(db), "compare", "base", "base_again", "half_sms", "--by", "source", "--limit", "8")
-    keys = [line.split("  ")[1].strip() for line in out.splitlines()[2:10]]
-    assert rc == 0 and all(re.fullmatch(r"\[layer\d\] (…\S*)?:\d+", k) for k in keys) and len(set(keys)) == 8, out
-    assert ":434" in " ".join(keys)
+    keys = [line.split(None, 1)[1] for line in out.splitlines() if line.startswith("key ")][:8]
+    assert rc == 0 and len(set(keys)) == 8, out
+    assert all(re.fullmatch(r"_hstu_cached_sk_kernel @ \S+ \[layer\d\] @ _cached\.py:\d+", k) for k in keys), keys
+    assert any(k.endswith(":434") for k in keys)
     with tracekit.open(db, read_only=True) as tk:
         assert "source" not in set(tk.diff("shapes_a", "shapes_slow")["scope"])
     plain = db.parent / "plain.duckdb"

@@ -510,7 +510,29 @@ def table(df: pl.DataFrame, limit: int):
     rows = Rows.from_polars(wide(changed_first(df, limit), df))
     rows.worded = tuple(c for c in rows.columns if c not in TABLE_COLUMNS)
     rows.shorteners = {"key": label_shortener(df)}
+    # (a key that says what it is, a sweep's kernel beside its point, a source line's file and
+    # line whole, and each value with its change: else one block per row)
+    from .diff import POINT_KEY, source_keys
+
+    keys = df["key"].unique().to_list()
+    points = [len(m[1]) + 2 + KEY_NAME_FLOOR for k in keys if (m := POINT_KEY.fullmatch(k))]
+    located = [len(k.rpartition(" @ ")[2].rpartition("/")[2]) for k in source_keys(df)]
+    rows.floors = {"key": max([*points, *located], default=0),
+                   **{c: max((_change_width(r[i]) for r in rows.rows if r[i]), default=0)
+                      for i, c in enumerate(rows.columns) if c in rows.worded}}
     return rows
+
+
+#: the least width of a sweep point's kernel name in compare's key column: where a terminal
+#: cannot give it, nor a run's values their change (``_change_width``), the table is one block per row
+KEY_NAME_FLOOR = 20
+
+
+def _change_width(cell: str) -> int:
+    """The width a run's cell needs for its value and change (``2.544 ms (+102.1%``), its
+    verdict cut after them (``…``): the whole cell where it has no verdict."""
+    head, said, _ = cell.partition(", ")
+    return len(head) + 1 if said else len(cell)
 
 
 def _cell(r: dict, value: str) -> str:

@@ -100,6 +100,10 @@ class Rows:
     worded: tuple[str, ...] = ()
     #: of the hidden columns, those left out for holding no value in the rows shown
     empty: list[str] = field(default_factory=list)
+    #: a text column's least width (its cells' widest, where less) below which it reads as
+    #: nothing (compare's keys and worded values): where the table cannot give it, it is
+    #: shown one block per row (``_expanded``) rather than cut there
+    floors: dict[str, int] = field(default_factory=dict)
 
     def shortener(self, col: str) -> Callable[[str, int], str]:
         """How a text column's cells are shortened, by what the column holds: its own
@@ -162,7 +166,8 @@ class Rows:
         idx = [self.columns.index(c) for c in cols]
         return Rows([self.columns[i] for i in idx], [self.types[i] for i in idx],
                     [tuple(r[i] for i in idx) for r in self.rows], self.total,
-                    [c for c in self.columns if c not in cols], self.kernel_columns, self.shorteners, self.worded)
+                    [c for c in self.columns if c not in cols], self.kernel_columns, self.shorteners, self.worded,
+                    floors=self.floors)
 
     def _shown_as(self, col: str) -> str:
         """The column ``col`` names: itself, else the one time column of its stem in another
@@ -479,23 +484,30 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
     if not cols:
         return footer + "\n"
     text_idx = [i for i, c in enumerate(cols) if not c[4]]
-    natural = []
+    # (a worded column's header, 'sweep-20261202T193148.143Z (base)', on two lines where the table
+    # is narrow for it on one: what it is of above what it is to the comparison)
+    worded_heads = {i: _worded_head(cols[i][1], cols[i][3]) for i in text_idx if cols[i][0] in rows.worded}
+    natural, wrapped = [], []  # (each text column's widest, with its header on one line; wrapped)
     for i in text_idx:
         c, header, values, cells, _ = cols[i]
         if c.lower() in rows.kernel_columns:
             cells = _shorten(c, values, cells, NAME_WIDTH, rows)
             cols[i] = (c, header, values, cells, False)
         natural.append(_widest([header, *cells]))
-    floors = [min(n, max(MIN_TEXT, names.text_width(cols[i][1]))) for n, i in zip(natural, text_idx, strict=True)]
+        wrapped.append(_widest([*worded_heads.get(i, [header]), *cells]))
+    floors = [min(n, max(MIN_TEXT, _widest(worded_heads.get(i, [cols[i][1]])), rows.floors.get(cols[i][0], 0)))
+              for n, i in zip(wrapped, text_idx, strict=True)]
     # (a point's label whole where the others fit beside it: its floor its width, else as any text's)
     whole = [max(f, min(n, POINT_WIDTH)) if cols[i][0].lower() in POINT_COLUMNS else f
              for n, f, i in zip(natural, floors, text_idx, strict=True)]
     free = [cols[i][0].lower() in FREE_TEXT_COLUMNS for i in text_idx]
     heads = [[c[1]] for c in cols]
     widths = None
-    for wrap in (False, True):  # long headers of numbers wrapped at '_' only where needed
+    for wrap in (False, True):  # long headers wrapped (numbers' at '_') only where needed
         if wrap:
-            heads = [_wrap(c[1], max(map(len, c[3]), default=0)) if c[4] else [c[1]] for c in cols]
+            heads = [_wrap(c[1], max(map(len, c[3]), default=0)) if c[4] else worded_heads.get(i, [c[1]])
+                     for i, c in enumerate(cols)]
+            natural = wrapped
         num_width = sum(max([*map(len, h), *map(len, c[3])]) for c, h in zip(cols, heads, strict=True) if c[4])
         room = width - num_width - len(GAP) * (len(cols) - 1)
         widths = _fit_free_last(natural, whole, free, room)
@@ -521,6 +533,14 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
         out.append(GAP.join(j(c[3][r], w) for c, w, j in zip(cols, col_w, just, strict=True)).rstrip())
     out.append(footer)
     return "\n".join(out) + "\n"
+
+
+def _worded_head(header: str, cells: list[str]) -> list[str]:
+    """A worded column's header, on two lines before its ' (' where it is wider than its cells."""
+    name, said, rest = header.rpartition(" (")
+    if not said or not name or names.text_width(header) <= _widest(cells):
+        return [header]
+    return [name, "(" + rest]
 
 
 def _ascii(texts: list[str]) -> bool:

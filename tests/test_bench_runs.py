@@ -71,7 +71,7 @@ def test_the_same_benchmark_twice_is_unchanged(tk):
     assert set(df["scope"]) == {"bench"} and df.height == 7 * 3
     assert set(df["verdict"]) == {"unchanged"}
     assert df.filter(pl.col("metric") == "med_ns")["delta_pct"].abs().max() < 1.0
-    memory = df.filter(pl.col("metric").str.starts_with("peak_mem_"))
+    memory = df.filter(pl.col("metric").str.starts_with("peak_"))
     assert memory.height == 14 and (memory["delta"] == 0).all()
     assert D.moved(df) == []
 
@@ -141,10 +141,20 @@ def test_a_variant_that_allocates_more_is_regressed_in_memory(tk, tmp_path):
         df = t.diff("base", "bigger")
     changed = df.filter(pl.col("verdict") != "unchanged")
     assert set(zip(changed["key"], changed["metric"], changed["verdict"], strict=True)) == {
-        ("bsa_T4096/triton_block_sparse", "peak_mem_allocated_mb", "regressed"),
-        ("bsa_T4096/triton_block_sparse", "peak_mem_reserved_mb", "regressed")}
+        ("bsa_T4096/triton_block_sparse", "peak_alloc_mb", "regressed"),
+        ("bsa_T4096/triton_block_sparse", "peak_reserved_mb", "regressed")}
     assert D.moved(df) == ["Peak memory: bsa_T4096/triton_block_sparse allocated (+100.0 %, regressed), reserved "
                            "(+5.6 %, regressed)"]
+    # (a call that allocated nothing, then half a MiB: no share of none to judge, immaterial)
+    def none_then(mb):
+        def change(doc):
+            next(r for r in doc["results"] if r["variant"] == "sdpa")["peak_alloc_mb"] = mb
+        return change
+    with tracekit.open(tmp_path / "z.duckdb") as t:
+        t.ingest(_planted(tmp_path, "none", none_then(0.0)), name="none")
+        t.ingest(_planted(tmp_path, "half", none_then(0.5)), name="half")
+        row = t.diff("none", "half").filter(pl.col("metric") == "peak_alloc_mb").filter(pl.col("new") == 0.5).row(0, named=True)
+    assert (row["base"], row["verdict"]) == (0.0, "unchanged") and row["note"].startswith("immaterial"), row
 
 
 def test_a_bench_run_against_a_capture_shares_no_scope(tk):

@@ -227,7 +227,7 @@ def test_a_run_given_as_a_file_is_ingested_by_the_comparison(store, tmp_path):
     assert _point(df, "shapes_kernel", 1)["run"] == str(report)
 
 
-def test_the_runs_keep_the_order_given_when_a_later_runs_key_comes_first(store, capsys):
+def test_the_runs_keep_the_order_given_when_a_later_runs_key_comes_first(store, capsys, monkeypatch):
     """ncu_diff_a against ncu_shapes_a and ncu_diff_b: the comparison's first key is ncu_diff_b's
     (scale_add_kernel, matched by name), shapes_a's kernel is matched by launch order; compare's
     runs, its table's columns and the chart's points keep the order given, each point with its own
@@ -247,9 +247,11 @@ def test_the_runs_keep_the_order_given_when_a_later_runs_key_comes_first(store, 
                                                                        theirs["delta_pct"][0])
     assert points.filter(pl.col("side") == 1)["verdict"][0] == "improved"
     capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "120")
     assert cli_main(["--db", str(store), "compare", "ncu_diff_a", "shapes_a", "ncu_diff_b"]) == 0
-    head = capsys.readouterr().out.splitlines()[0].split()
-    assert head[-2:] == ["shapes_a", "ncu_diff_b"], head
+    lines = capsys.readouterr().out.splitlines()
+    head = lines[next(i for i, line in enumerate(lines) if line.startswith("-----")) - 1].split()  # (over the rule)
+    assert head[-2:] == ["shapes_a", "ncu_diff_b"], lines[:3]
 
 
 def test_a_change_within_the_repeats_noise_is_drawn_as_held(store):

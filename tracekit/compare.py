@@ -504,28 +504,16 @@ def table(df: pl.DataFrame, limit: int):
     terminal is narrow (``24.537 ms (+14.9%, regr…``), keys narrowed further as diff's table
     narrows them (``tracekit.diff.shorten_key``: an ncu key its kernel, then its NVTX path's end;
     a source line's its location)."""
-    from .diff import label_shortener
+    from .diff import key_floor, label_shortener
     from .table import Rows
 
     rows = Rows.from_polars(wide(changed_first(df, limit), df))
     rows.worded = tuple(c for c in rows.columns if c not in TABLE_COLUMNS)
     rows.shorteners = {"key": label_shortener(df)}
-    # (a key that says what it is, a sweep's kernel beside its point, a source line's file and
-    # line whole, and each value with its change: else one block per row)
-    from .diff import POINT_KEY, source_keys
-
-    keys = df["key"].unique().to_list()
-    points = [len(m[1]) + 2 + KEY_NAME_FLOOR for k in keys if (m := POINT_KEY.fullmatch(k))]
-    located = [len(k.rpartition(" @ ")[2].rpartition("/")[2]) for k in source_keys(df)]
-    rows.floors = {"key": max([*points, *located], default=0),
-                   **{c: max((_change_width(r[i]) for r in rows.rows if r[i]), default=0)
-                      for i, c in enumerate(rows.columns) if c in rows.worded}}
+    # (a key that says what it is, and each value with its change: else one block per row)
+    rows.floors = {"key": key_floor(df), **{c: max((_change_width(r[i]) for r in rows.rows if r[i]), default=0)
+                                            for i, c in enumerate(rows.columns) if c in rows.worded}}
     return rows
-
-
-#: the least width of a sweep point's kernel name in compare's key column: where a terminal
-#: cannot give it, nor a run's values their change (``_change_width``), the table is one block per row
-KEY_NAME_FLOOR = 20
 
 
 def _change_width(cell: str) -> int:

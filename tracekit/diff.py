@@ -2371,8 +2371,13 @@ def _sweep_scope(con, base: Side, new: Side, threshold: float) -> list[_Row]:
     return rows if base.at is None else [r for r in rows if r.key in base.at]
 
 
+#: a peak memory change smaller than this (MiB) is immaterial: from a peak of none (a benchmark's
+#: call that allocates nothing), any is infinitely many percent
+PEAK_MIN_MB = 1.0
 #: a sweep point's peak GPU memory (sweep_memory.sql), after its latency rows
 SWEEP_MEMORY = ("peak_mem_allocated_mb", "peak_mem_reserved_mb")
+#: a benchmark variant's peak GPU memory in a call (bench_results), after its time
+BENCH_MEMORY = ("peak_alloc_mb", "peak_reserved_mb")
 
 
 def _peak_rows(key: str, sides: list, threshold: float, order: int, scope: str = "sweep") -> list[_Row]:
@@ -2383,11 +2388,13 @@ def _peak_rows(key: str, sides: list, threshold: float, order: int, scope: str =
     base_again, every variant's to the byte), so a change beyond the threshold is real, as the
     memory scope judges its bytes. More is worse; no time (effect 0)."""
     rows = []
-    for i, metric in enumerate(SWEEP_MEMORY):
+    for i, metric in enumerate(BENCH_MEMORY if scope == "bench" else SWEEP_MEMORY):
         base, new = (None if s is None else s[i] for s in sides)
         if base is None or new is None:
             continue
         verdict, note = _judge(base, new, threshold, 1, True, "")
+        if verdict != "unchanged" and abs(new - base) < PEAK_MIN_MB:  # (from none: no share to judge)
+            verdict, note = "unchanged", f"immaterial (|{new - base:+.3f}| MiB < {PEAK_MIN_MB:g} MiB)"
         pct = _pct(new - base, base)
         rows.append(_Row(scope, key, metric, base, new, verdict, None, note, pct, pct, 0.0, order + i))
     return rows
@@ -3075,7 +3082,8 @@ def changes_first(df: pl.DataFrame, limit: int) -> pl.DataFrame:
 
 
 _STAT = {"range_total_ns": "total", "range_med_ns": "median", "latency_med_ms": "median", "latency_p95_ms": "p95",
-         "peak_mem_allocated_mb": "allocated", "peak_mem_reserved_mb": "reserved"}
+         "peak_mem_allocated_mb": "allocated", "peak_mem_reserved_mb": "reserved", "peak_alloc_mb": "allocated",
+         "peak_reserved_mb": "reserved"}
 
 
 def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
@@ -3261,7 +3269,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
                      f"({', '.join([*pct, *kinds])}); {'a' if single else 'the median'} launch {per}"
                      + "".join(f"; {o}" for o in occupancy(m)))
     if len(judged) > top:
-        lines.append(f"ncu: and {len(judged) - top} more kernels judged changed")
+        n = len(judged) - top
+        lines.append(f"ncu: and {n} more kernel{'s' if n > 1 else ''} judged changed")
     # durations held because the SM clock moved them: said, so that no one reads them as the code's
     for name in sorted(held, key=lambda k: -moved_by(k))[:top]:
         rs = [r for r in held[name]["duration_ns"] if clocked(r)]
@@ -3280,7 +3289,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             + more(len(shown), source.height))
     # a benchmark's variants whose time per call was judged changed (a variant that failed on a side: said so)
     bench = sorted(changed.filter((pl.col("scope") == "bench") & (pl.col("metric") == "med_ns")).iter_rows(named=True),
-                   key=lambda r: -abs(delta(r)))
+                   key=lambda r: (r["base"] is not None and r["new"] is not None, -abs(delta(r))))  # (failed first)
     if bench:
         lines.append("Benchmark, median time of a call: " + "; ".join(
             f"{r['key']} {signed('med_ns', delta(r))} ({how(r)})" if r["base"] is not None and r["new"] is not None
@@ -3319,7 +3328,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         if (speedup := _speedup_line(points, shared, {r["key"] for r in paced})) is not None:
             lines.append(speedup)
     memory: dict[str, list[dict]] = {}
-    for r in changed.filter(pl.col("scope").is_in(["sweep", "bench"]) & pl.col("metric").is_in(SWEEP_MEMORY)
+    for r in changed.filter(pl.col("scope").is_in(["sweep", "bench"]) & pl.col("metric").is_in([*SWEEP_MEMORY, *BENCH_MEMORY])
                             ).iter_rows(named=True):  # (a point's, a bench variant's)
         memory.setdefault(r["key"], []).append(r)
     if memory:  # (a point's largest change first)
@@ -3528,6 +3537,31 @@ def source_keys(keys: list[str] | pl.DataFrame) -> set[str]:
     """The keys of a comparison's rows (``scope``, ``key``) that are source lines' (``kernel @
     file:line``, the source scope's); none of a list of keys."""
     return set(keys.filter(pl.col("scope") == "source")["key"].to_list()) if isinstance(keys, pl.DataFrame) else set()
+
+
+#: the least room a sweep point's key gives its kernel's name beside the point in a table
+#: (``key_floor``)
+KEY_NAME_FLOOR = 20
+
+
+def key_floor(df: pl.DataFrame) -> int:
+    """The least width of a comparison's key column (``Rows.floors``) below which a key no
+    longer says what it is, from the labels ``short_keys`` gives (``df``: its rows): a sweep
+    point's key its point and ``KEY_NAME_FLOOR`` characters of its kernel (its whole label,
+    where shorter), a source line's file and line, a benchmark's configuration/variant whole;
+    0 where no key needs more than any text."""
+    labels = short_keys(df)
+    located = source_keys(df)
+    need = [0]
+    for scope, key in df.select("scope", "key").unique().iter_rows():
+        label = labels[key]
+        if key in located:
+            need.append(len(key.rpartition(" @ ")[2].rpartition("/")[2]))
+        elif (m := POINT_KEY.fullmatch(key)) and label.startswith(m[1] + ": "):
+            need.append(min(len(label), len(m[1]) + 2 + KEY_NAME_FLOOR))
+        elif scope == "bench":
+            need.append(len(label))
+    return max(need)
 
 
 def label_shortener(df: pl.DataFrame) -> Callable[[str, int], str]:

@@ -474,7 +474,9 @@ class Registry:
             n = len(runs)
             said = (f"{'runs' if n > 1 else 'run'} {listed(sorted(runs))} timed {'their' if n > 1 else 'its'} "
                     f"requests under ncu, {why}: {'their' if n > 1 else 'its'} latency is mostly the profiler's")
-        if sweep == "":  # (runs outside a sweep: captured so)
+        outside = tk.con.execute("SELECT count(*) FROM runs WHERE list_contains(?, name) AND "
+                                 f"{_SWEEP_SQL} = ''", [sorted(runs)]).fetchall()[0][0]
+        if outside == len(runs):  # (runs outside a sweep: captured so)
             said += "; the latency untraced: tracekit capture --tool none"
         else:
             untraced = tk.con.execute(f"SELECT {_SWEEP_SQL} FROM sweep_runs WHERE {_SWEEP_SQL} <> '' AND "

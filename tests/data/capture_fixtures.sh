@@ -74,11 +74,14 @@
 #   HSTU_NSYS_SWEEPS hstu_nsys_sweep sweeps to take (default: none; the fixture has base again reference): the
 #                   HSTU workload's `tracekit sweep --bs 1,4 --nc 128,512 --tool nsys --preset small`, twice (noise),
 #                   then with TRACEKIT_KERNELS_BACKEND=reference (PyTorch's attention in place of the Triton kernels)
-#   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow ncu mem mem_again): `tracekit
+#   COMMAND_SWEEPS  command_sweep sweeps to take (default: none; the fixture has base again slow ncu mem mem_again oom): `tracekit
 #                   sweep --tool nsys --grid m=1024,4096 --grid dtype=fp16,fp32 -- python3 programs/sweep_matmul.py
 #                   --m {m} --dtype {dtype}`, twice (noise), then with --slow (the softmax twice per step); ncu: the
 #                   same grid under ncu, the first 6 launches inside the NVTX range step (3 steps: GEMM, softmax);
-#                   mem, mem_again: base's sweep with --cuda-memory-usage (each point's GPU memory recorded), twice
+#                   mem, mem_again: base's sweep with --cuda-memory-usage (each point's GPU memory recorded), twice;
+#                   oom: base's sweep with m=524288 as well, whose two points fail for real (CUDA out of memory
+#                   at the first allocation, 512 GiB or 1 TiB: on any GPU), each failed point's folder as the
+#                   sweep leaves it (its export of what ran before the failure)
 #   SOURCE_SWEEPS   ncu_source_sweep sweeps to take (default: none; the fixture has base again slow): `tracekit
 #                   sweep --tool ncu --nvtx-capture shapes --grid size=16,24 -- python3 programs/ncu_shapes.py a
 #                   --sizes {size}` (the Triton kernel's two launches at 2**16 or 2**24 elements per point, its
@@ -650,7 +653,8 @@ for s in ${COMMAND_SWEEPS:-}; do
   slow=(); [ "$s" = slow ] && slow=(--slow)
   tool=(--tool nsys); [ "$s" = ncu ] && tool=(--tool ncu --nvtx-capture step --launch-count 6)
   case $s in mem*) tool=(--tool nsys --cuda-memory-usage) ;; esac
-  sweep_args=(sweep "${tool[@]}" --grid m=1024,4096 --grid dtype=fp16,fp32 --no-ingest --out "$d/runs" --
+  m=m=1024,4096; [ "$s" = oom ] && m=m=1024,4096,524288
+  sweep_args=(sweep "${tool[@]}" --grid "$m" --grid dtype=fp16,fp32 --no-ingest --out "$d/runs" --
               python3 "$here/programs/sweep_matmul.py" --m "{m}" --dtype "{dtype}" "${slow[@]}")
   record "$d" tracekit "${sweep_args[@]}"
   tk_cli "${sweep_args[@]}" > "$d/sweep.log" 2>&1 || echo "sweep $s rc=$?"

@@ -798,6 +798,37 @@ def test_two_sweeps_setups_are_those_of_the_points_they_share(tmp_path):
         assert not [t for t in told if "cuda-memory-usage" in t], told
 
 
+def test_a_sweep_whose_points_ran_out_of_memory_is_compared_at_the_rest(tmp_path):
+    """tests/data/command_sweep/oom: plain's grid with m=524288 as well, whose two points failed
+    for real on the H100 (CUDA out of memory at the first allocation: 512 GiB, 1 TiB), each
+    failed point's folder as the sweep left it, with the export of what ran before the failure
+    (no kernel). The folder is ingested whole, the two runs labelled failed; its points query
+    says which two points have no row and why; against plain (the same GPU, its four points)
+    it is compared at those four, and its two failed points are said with their error (before,
+    nothing was said of a point only the failed sweep's grid has)."""
+    sweep = {w: _manifest(w)["sweep"] for w in ("plain", "oom")}
+    oom = "python3 exited with status 1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"
+    with tracekit.open(tmp_path / "s.duckdb") as tk:
+        for run in run_folders([SWEEPS / "oom" / "runs"]):
+            tk.ingest(run)
+        status = dict(tk.sql("SELECT grid_point(params), json_extract_string(meta, '$.status') FROM runs").rows())
+        assert status == {**{f"m={m},dtype={d}": "ok" for m in (1024, 4096) for d in ("fp16", "fp32")},
+                          "m=524288,dtype=fp16": "failed", "m=524288,dtype=fp32": "failed"}
+        with pytest.warns(CaptureWarning) as seen:
+            points = tk.query("sweep-points", sweep=sweep["oom"])
+        assert len(points) == 4 and any(str(w.message).startswith(
+            f"sweep {sweep['oom']}: 2 of its 6 points have no ok run in the store, so no row: m=524288,dtype=fp16: "
+            f"its capture failed ({oom} 512.00 GiB") for w in seen), [str(w.message) for w in seen]
+        for run in sorted((SWEEPS / "plain" / "runs").iterdir()):
+            tk.ingest(run)
+        df, told, _ = _diffed(tk, sweep["plain"], sweep["oom"], by="kernel")
+    (failed,) = [t for t in told if "524288" in t]
+    assert failed.startswith(f"diff: new sweep {sweep['oom']}'s capture of m=524288,dtype=fp16 failed ({oom} 512.00 GiB")
+    assert f"; new sweep {sweep['oom']}'s capture of m=524288,dtype=fp32 failed ({oom} 1024.00 GiB" in failed
+    assert failed.endswith(": compared at the points both have")
+    assert {k.split(": ", 1)[0] for k in df["key"]} == {f"m={m},dtype={d}" for m in (1024, 4096) for d in ("fp16", "fp32")}
+
+
 # -- a sweep under ncu: tests/data/command_sweep/ncu --------------------------------
 
 

@@ -2934,6 +2934,11 @@ def _paired_points(con, sb: Side, sn: Side) -> dict[str, tuple[Side, Side]]:
     for p in neither["base"]:  # (a point of the grid that both lack: said too, not left out)
         if p in neither["new"] and p not in sb.points and p not in sn.points:
             alone += [said(f"{role} {side.label}", p, neither[role][p]) for side, role in ((sb, "base"), (sn, "new"))]
+    # (a point of one sweep's grid alone that it has no run of, its capture failed there: said, a
+    # fact of that sweep the comparison cannot show)
+    for (side, role), other in (((sb, "base"), "new"), ((sn, "new"), "base")):
+        alone += [said(f"{role} {side.label}", p, why) for p, why in neither[role].items()
+                  if p not in sb.points and p not in sn.points and p not in neither[other]]
     if not both:
         raise QueryError(f"diff: {sb.label} and {sn.label} share no point ({'; '.join(alone)}); "
                          "compare two sweeps of one grid, or two of their runs")

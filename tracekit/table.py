@@ -494,7 +494,7 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             cells = _shorten(c, values, cells, NAME_WIDTH, rows)
             cols[i] = (c, header, values, cells, False)
         natural.append(_widest([header, *cells]))
-        wrapped.append(_widest([*worded_heads.get(i, [header]), *cells]))
+        wrapped.append(max(_widest(worded_heads[i]), _widest(cells)) if i in worded_heads else natural[-1])
     floors = [min(n, max(MIN_TEXT, _widest(worded_heads.get(i, [cols[i][1]])), rows.floors.get(cols[i][0], 0)))
               for n, i in zip(wrapped, text_idx, strict=True)]
     # (a point's label whole where the others fit beside it: its floor its width, else as any text's)

@@ -1026,8 +1026,9 @@ def _diff_out(df, display, columns: list[str], moved, held: str, threshold: floa
         shown = _diff.changes_first(df, rows)  # every change, then the largest unchanged rows
         cells = display(shown, df)  # (keys told apart from every key)
         table = Rows.from_polars(cells)
-        table.shorteners = {"key": _diff.label_shortener(df)}  # (an ncu key its kernel, then its NVTX path's end)
-        table.floors = {"key": _diff.key_floor(df)}  # (a key that says what it is, else a block per row)
+        labels = _diff.short_keys(df)
+        table.shorteners = {"key": _diff.label_shortener(df, labels)}  # (an ncu key its kernel, then its NVTX path's end)
+        table.floors = {"key": _diff.key_floor(df, labels)}  # (a key that says what it is, else a block per row)
         _show(table, out, display=columns, columns=cols, all_columns=all_columns, store_path=store_path)
         counts = _diff.verdict_counts(df)  # (as the table shows them)
         more = (f"; {df.height - shown.height} more rows, none judged a change (--limit 0 for all)"

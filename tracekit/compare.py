@@ -504,14 +504,15 @@ def table(df: pl.DataFrame, limit: int):
     terminal is narrow (``24.537 ms (+14.9%, regr…``), keys narrowed further as diff's table
     narrows them (``tracekit.diff.shorten_key``: an ncu key its kernel, then its NVTX path's end;
     a source line's its location)."""
-    from .diff import key_floor, label_shortener
+    from .diff import key_floor, label_shortener, short_keys
     from .table import Rows
 
     rows = Rows.from_polars(wide(changed_first(df, limit), df))
     rows.worded = tuple(c for c in rows.columns if c not in TABLE_COLUMNS)
-    rows.shorteners = {"key": label_shortener(df)}
+    labels = short_keys(df)
+    rows.shorteners = {"key": label_shortener(df, labels)}
     # (a key that says what it is, and each value with its change: else one block per row)
-    rows.floors = {"key": key_floor(df), **{c: max((_change_width(r[i]) for r in rows.rows if r[i]), default=0)
+    rows.floors = {"key": key_floor(df, labels), **{c: max((_change_width(r[i]) for r in rows.rows if r[i]), default=0)
                                             for i, c in enumerate(rows.columns) if c in rows.worded}}
     return rows
 

@@ -3438,6 +3438,10 @@ _LABEL_TAG = re.compile(r" (\[[^\]]*\])$")
 _LINE_NUMBER = re.compile(r":(\d+)( \(new\))?$")
 
 
+#: the width a sweep point's key needs beyond its point to keep it first (``shorten_key``, ``short_keys``)
+POINT_ROOM = 14
+
+
 def shorten_key(key: str, width: int, name: bool = True, located: bool = False) -> str:
     """A kernel name (or an ncu ``kernel @ path`` key) shortened by the kernel-name
     shortener; NVTX paths, API names and sweep points cut like other text (a '(' or '<' in a
@@ -3450,7 +3454,7 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
     kernel's other keys); too narrow for both, the tag and the location's end, or its line
     number alone (``[layer7] :434``)."""
     at_point = POINT_KEY.fullmatch(key)
-    if at_point and located and len(at_point[1]) + 14 > width:
+    if at_point and located and len(at_point[1]) + POINT_ROOM > width:
         # (a source line's key keeps its point first where its tag and line number fit beside it: what tells a
         # line at one point, or of one layer, from the same line at another; else the tag and the number)
         head, _, loc = at_point[2].rpartition(" @ ")
@@ -3458,7 +3462,7 @@ def shorten_key(key: str, width: int, name: bool = True, located: bool = False) 
         need = len(at_point[1]) + 2 + (len(tag[1]) + 1 if tag else 0) + (len(number[1]) + 1 if number else 5)
         if need > width:
             at_point = None
-    if at_point and (len(at_point[1]) + 14 <= width or located):
+    if at_point and (len(at_point[1]) + POINT_ROOM <= width or located):
         return f"{at_point[1]}: {shorten_key(at_point[2], width - len(at_point[1]) - 2, name, located)}"
     if not key.strip():
         return UNNAMED
@@ -3523,7 +3527,7 @@ def short_keys(keys: list[str] | pl.DataFrame, width: int = 60) -> dict[str, str
     # a sweep's keys: the point first, whole, then the rest as the rests of every point's keys tell
     # it apart (told apart as whole keys, the words that part them are the kernel's, and the point
     # would be cut away; one kernel reads alike at every point)
-    pointed = {k: m for k in unique if k not in out and (m := POINT_KEY.fullmatch(k)) and len(m[1]) + 14 <= width}
+    pointed = {k: m for k in unique if k not in out and (m := POINT_KEY.fullmatch(k)) and len(m[1]) + POINT_ROOM <= width}
     if pointed:
         rests: dict[str, list[str]] = {}  # rest -> its keys
         for k, m in pointed.items():
@@ -3549,13 +3553,13 @@ def source_keys(keys: list[str] | pl.DataFrame) -> set[str]:
 KEY_NAME_FLOOR = 20
 
 
-def key_floor(df: pl.DataFrame) -> int:
+def key_floor(df: pl.DataFrame, labels: dict[str, str] | None = None) -> int:
     """The least width of a comparison's key column (``Rows.floors``) below which a key no
     longer says what it is, from the labels ``short_keys`` gives (``df``: its rows): a sweep
     point's key its point and ``KEY_NAME_FLOOR`` characters of its kernel (its whole label,
     where shorter), a source line's file and line, a benchmark's configuration/variant whole;
-    0 where no key needs more than any text."""
-    labels = short_keys(df)
+    0 where no key needs more than any text. ``labels``: ``short_keys(df)``, where the caller has them."""
+    labels = short_keys(df) if labels is None else labels
     located = source_keys(df)
     need = [0]
     for scope, key in df.select("scope", "key").unique().iter_rows():
@@ -3569,10 +3573,11 @@ def key_floor(df: pl.DataFrame) -> int:
     return max(need)
 
 
-def label_shortener(df: pl.DataFrame) -> Callable[[str, int], str]:
-    """How a table narrows further the labels ``short_keys(df)`` gives a comparison's keys, by
-    ``shorten_key``: a label of text as text, a source line's keeping its location."""
-    labels = short_keys(df)
+def label_shortener(df: pl.DataFrame, labels: dict[str, str] | None = None) -> Callable[[str, int], str]:
+    """How a table narrows further the labels ``short_keys(df)`` gives a comparison's keys
+    (``labels``, where the caller has them), by ``shorten_key``: a label of text as text, a
+    source line's keeping its location."""
+    labels = short_keys(df) if labels is None else labels
     text_labels = {labels[k] for k in text_keys(df)}
     located = {labels[k] for k in source_keys(df)}
     return lambda v, w: shorten_key(v, w, v not in text_labels, v in located)

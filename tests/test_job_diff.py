@@ -24,6 +24,7 @@ from tracekit import compare, job_diff
 from tracekit import diff as D
 from tracekit.cli import main
 from tracekit.errors import CaptureWarning, ParamError, QueryError
+from tracekit.names import ranks_text
 
 DATA = Path(__file__).parent / "data" / "nsys_jobs"
 PLANT = json.loads((DATA / "plant.json").read_text())
@@ -181,7 +182,18 @@ def test_the_jobs_time_is_its_slowest_ranks_and_the_straggler_moved(tk):
     # a table shows it, and the host-timed rows, as not judged, not as unchanged (the CSV keeps unchanged)
     shown = dict(zip(zip(df["key"], df["metric"], strict=True), job_diff.display(df)["verdict"], strict=True))
     assert shown[("step/forward", "slowest_rank")] == shown[("step/forward", "job_med_ns")] == "not judged"
-    assert shown[("step", "slowest_rank")] == "unchanged"  # (rank 0 the slowest on both sides)
+    # step: ranks tie as the slowest in most steps, other ranks on each side: the lowest shown, the tie said
+    tied = {}
+    for j in ("base_again", "after"):
+        counts = [sum(max(range(4), key=lambda r: PER_STEP[j][f"rank{r}"]["step"][i]) == k for i in range(20))
+                  for k in range(4)]
+        tied[j] = [k for k in range(4) if counts[k] == max(counts)]
+    assert len(tied["base_again"]) > 1 and len(tied["after"]) > 1 and tied["base_again"] != tied["after"]
+    step = job[("step", "slowest_rank")]
+    assert (step["base"], step["new"]) == (tied["base_again"][0], tied["after"][0])
+    assert f"; {ranks_text(tied['base_again'])} tied in the base; {ranks_text(tied['after'])} tied in the new; " \
+           "differs; " in step["note"], step["note"]
+    assert shown[("step", "slowest_rank")] == "not judged"
     lines = job_diff.moved(df)
     assert lines[0] == (f"Slowest rank of step/forward: rank 2 (in {steps['base_again']} of 20 instances) -> rank 1 "
                         f"(in {steps['after']} of 20)")
@@ -535,6 +547,11 @@ def test_the_job_diff_chart_shows_each_ranks_change(tk, store, tmp_path, capsys)
         spec["data"]["values"]
     assert len(values) == data.height and sum(v["judged"] for v in values) == data.filter(
         pl.col("verdict").is_in(["regressed", "improved"])).height
+    # each key's axis label its own and whole within the axis's 260 px (the two nvjet GEMMs, NNT and
+    # TNT, read alike where cut there)
+    labels = {(v["key"], v["label"]) for v in values}
+    assert len({k for k, _ in labels}) == len({lab for _, lab in labels}) == len(labels) == 6
+    assert max(len(lab) for _, lab in labels) <= 44 and sum("nvjet" in lab for _, lab in labels) == 2
     with pytest.raises(ParamError, match="chart job-diff: give the jobs to compare as -p base=RUN -p new=RUN"):
         charts.chart(tk, "job-diff", base="5")
     assert main(["--db", str(store), "chart", "job-diff", "-p", "base=5", "-p", "new=9", "-p", "limit=x",
@@ -603,7 +620,7 @@ def test_a_report_of_ranks_of_several_jobs_against_one_compares_the_jobs(tk, tmp
     sec, table, spec, _ = rep.sections[1]
     got = _once(tk.compare, "1", ["5", "9"], jobs=True)
     assert sec.title == "These jobs against base" and "(up to 4 ranks; tracekit compare --jobs 1 5 9)" in sec.intro
-    assert "; ".join(compare.counts(got)) in sec.intro and "after: 89 not judged, 56 unchanged, 16 regressed" in sec.intro
+    assert "; ".join(compare.counts(got)) in sec.intro and "after: 90 not judged, 55 unchanged, 16 regressed" in sec.intro
     for verdict in ("regressed", "improved"):
         assert table.count(f'class="verdict v-{verdict}"') == got.filter(pl.col("verdict") == verdict).height
     assert table.count('class="verdict v-regressed"') > 0
@@ -1246,6 +1263,17 @@ def test_two_ranks_of_one_job_warn_that_the_job_is_compared_with_itself(tk):
         df = tk.diff_jobs("1", "2")
     assert [w.filename for w in seen] == [__file__]  # (the line that asked)
     assert set(df["verdict"]) == {"unchanged"}
+    # the job's own rows are the job's on each side (each run on both sides: its instances not counted twice)
+    job = df.filter(pl.col("scope") == "job")
+    against = _quiet(tk.diff_jobs, "1", "5").filter(pl.col("scope") == "job")
+    assert job.select("key", "metric", "base").sort("key", "metric").equals(
+        against.filter(pl.col("key").is_in(job["key"].implode())).select("key", "metric", "base").sort("key", "metric"))
+    assert (job["base"] == job["new"]).all()
+    per_rank = [PER_STEP["base"][f"rank{r}"]["step"] for r in range(4)]
+    slowest = [max(durs) for durs in zip(*per_rank, strict=True)]  # (each step as long as its slowest rank)
+    rows = {r["metric"]: r for r in job.filter(pl.col("key") == "step").iter_rows(named=True)}
+    assert rows["job_total_ns"]["base"] == sum(slowest) and rows["job_med_ns"]["base"] == statistics.median(slowest)
+    assert f" of {len(slowest)} instances -> " in rows["slowest_rank"]["note"], rows["slowest_rank"]["note"]
 
 
 def test_job_folders_ingested_in_threads_compare_as_one_after_another(tmp_path, capsys):

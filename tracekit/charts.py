@@ -3006,7 +3006,7 @@ def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
         return _no_data("Job against job, per rank")
     from .diff import short_keys
 
-    short = short_keys(df, 56)
+    short = short_keys(df, 34)  # (with its scope, within the axis's labelLimit: 260 px)
     rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
              "r": f"rank {r['rank']}", "delta_pct": r["delta_pct"], "verdict": r["verdict"],
              "judged": r["verdict"] in ("regressed", "improved"), "one_side": r["verdict"] in ("added", "removed"),

@@ -40,8 +40,9 @@ long as the job's slowest rank took, over the ranks both jobs have. Metrics ``jo
 nvtx scope's wall times are: host-timed where the ranks traced CUDA (reported, with the
 Mann-Whitney p-value of the instances, never judged: identical captures differ there by
 tens of per cent, tests/data/nsys_jobs/base against base_again: the step's median 41 % apart), beyond
-``diff.HOST_NOISE_PCT`` where none did; ``slowest_rank``: the rank slowest in most instances
-(a straggler that moved is a difference, with no better/worse direction). The job rows come
+``diff.HOST_NOISE_PCT`` where none did; ``slowest_rank``: the rank slowest in most instances,
+the lowest of ranks tied there, the tie said in the note (a straggler that moved, or other ranks
+tied, is a difference, with no better/worse direction). The job rows come
 first, the paths the job spends most time in first, then the rest in the order the ranks'
 diffs give them (largest change in GPU time first, on the rank where it moved most).
 
@@ -702,14 +703,17 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
     finally:
         con.unregister("_job_samples")
     # per side and path: the rank slowest in most instances (the lowest on a tie), how many
-    # instances it was the slowest in, the instances and the most ranks an instance had
-    slowest = {(side, key): (rank, n, total, ranks) for side, key, rank, n, total, ranks in (
+    # instances it was the slowest in, the instances, the most ranks an instance had, and
+    # every rank slowest in as many instances (a tie)
+    slowest = {(side, key): (rank, n, total, ranks, tied) for side, key, rank, n, total, ranks, tied in (
         samples.group_by("side", "key", "slowest_rank").agg(pl.len().alias("n"), pl.col("ranks").max().alias("r"))
         .with_columns(pl.col("n").sum().over("side", "key").alias("total"),
                       pl.col("r").max().over("side", "key").alias("ranks"))
-        .sort("side", "key", pl.col("n"), "slowest_rank", descending=[False, False, True, False])
-        .unique(["side", "key"], keep="first", maintain_order=True)
-        .select("side", "key", "slowest_rank", "n", "total", "ranks").iter_rows())}
+        .filter(pl.col("n") == pl.col("n").max().over("side", "key"))
+        .group_by("side", "key", maintain_order=True)
+        .agg(pl.col("slowest_rank").min(), pl.col("n").first(), pl.col("total").first(), pl.col("ranks").first(),
+             pl.col("slowest_rank").sort().alias("tied"))
+        .iter_rows())}
     # the paths the job spends most time in first (their changes are host-timed: rarely judged)
     spent = summary.select(pl.max_horizontal(pl.col("total_base").fill_null(0), pl.col("total_new").fill_null(0))
                            .alias("t"))["t"].to_list()
@@ -724,17 +728,20 @@ def _job_scope(tk, base_runs: list[int], new_runs: list[int], threshold: float, 
                 m.note = m.note.replace(" run", " job")
         else:
             made = _diff._stat_rows("job", key, r, JOB_METRICS, threshold, "", 0.0, host_judged=host_judged)
-        ranks = max(slowest.get((s, key), (0, 0, 0, 0))[3] for s in (0, 1))
+        ranks = max(slowest.get((s, key), (0, 0, 0, 0, []))[3] for s in (0, 1))
         for m in made:
             out.append(_job_row(key, m.metric, m.base, m.new, m.verdict, ranks, _diff._join(
                 m.note, f"p={_diff._fmt_p(m.p_value)}" if m.p_value is not None and m.verdict == "unchanged"
                 and "host-timed" in m.note else "")))
         sides = [slowest.get((s, key)) for s in (0, 1)]
         if all(sides):
-            (rb, nb, tb, _), (rn, nn, tn, _) = sides
-            same = rb == rn
+            (rb, nb, tb, _, tied_b), (rn, nn, tn, _, tied_n) = sides
+            same = tied_b == tied_n
+            ties = [f"{ranks_text(t)} tied in the {side}"
+                    for t, side in ((tied_b, "base"), (tied_n, "new")) if len(t) > 1]
             row = _job_row(key, "slowest_rank", float(rb), float(rn), "unchanged", ranks, SLOWEST_NOTE.format(
-                nb, tb, nn, tn) + ("" if same else "; differs; a rank has no better/worse direction: not judged"))
+                nb, tb, nn, tn) + "".join(f"; {t}" for t in ties)
+                + ("" if same else "; differs; a rank has no better/worse direction: not judged"))
             out.append({**row, "delta": None, "delta_pct": None})  # (a rank is no quantity)
     return out
 

@@ -2,7 +2,8 @@
 -- job's: the slowest rank's. A range's n-th instance on one rank is matched with the n-th
 -- instance of its path on every other rank of its job (its place in start order, as
 -- `stragglers` matches them: the same step where the ranks run in lock-step), and the
--- instance lasts, for the job, as long as its slowest rank took. Keys as the nvtx scope's:
+-- instance lasts, for the job, as long as its slowest rank took. Instances are numbered per
+-- side (a job compared with itself has each run on both sides). Keys as the nvtx scope's:
 -- the NVTX path (a range ended on another thread: its name, domain:text in a named domain).
 -- Reads `_job_sides` (side 0 = base job, 1 = new job; run_id: one run per rank), which
 -- job_diff registers before it.
@@ -18,7 +19,7 @@ WITH sides AS (
     SELECT s.side, k.rank,
            coalesce(r.path, CASE WHEN coalesce(r.domain, '') = '' THEN r.text ELSE r.domain || ':' || r.text END) AS key,
            r.dur_ns,
-           row_number() OVER (PARTITION BY r.run_id, key ORDER BY r.start_ns, r.range_id) AS instance
+           row_number() OVER (PARTITION BY s.side, r.run_id, key ORDER BY r.start_ns, r.range_id) AS instance
     FROM sides s
     JOIN rank_runs k ON k.run_id = s.run_id
     JOIN nvtx_ranges r ON r.run_id = s.run_id

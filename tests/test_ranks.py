@@ -19,6 +19,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +31,7 @@ from conftest import captured_again, let_go, spec_datasets, store_state
 import tracekit
 from tracekit import charts
 from tracekit.cli import main
-from tracekit.errors import QueryError
+from tracekit.errors import CaptureWarning, QueryError
 
 DATA = Path(__file__).parent / "data"
 
@@ -328,6 +329,10 @@ def test_stragglers_find_the_planted_straggler(job):
     assert df["skew_ns"].to_list() == sorted(df["skew_ns"].to_list(), reverse=True)
     assert tk.query("stragglers", range="step/forward", limit=0).height == steps
     assert set(tk.query("stragglers", range=":forward", limit=0)["path"]) == {"step/forward", "warmup/forward"}
+    assert tk.query("stragglers", range="forward", limit=0).equals(tk.query("stragglers", range=":forward", limit=0))
+    # the slowest rank's lag behind the median rank, not the spread (skew_ns) over the median
+    lag = ((df["max_ns"] - df["med_ns"]) * 100.0 / df["med_ns"]).round(1)
+    assert (df["slowest_lag_pct"] - lag).abs().max() < 0.051 and (df["skew_ns"] > df["max_ns"] - df["med_ns"]).any()
     with pytest.raises(QueryError, match="^stragglers: no NVTX range of path or name 'step/fwd' in the job's ranks "):
         tk.query("stragglers", range="step/fwd")
 
@@ -450,7 +455,7 @@ def test_a_query_over_a_job_names_the_job_it_shows(nsys_db, name):
 # -- the jobs of a store ---------------------------------------------------------------
 
 
-def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path):
+def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path, capsys):
     """Both real jobs and a run of no job: a row per job with its 4 ranks of the launcher's
     WORLD_SIZE=4 and none missing, and the run to name it by. Ranks 0 and 3 alone: 1-2
     missing; with --param world_size=8, 1-2, 4-7. A rank ingested again (other content)
@@ -468,7 +473,9 @@ def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path):
         assert jobs["hosts"].to_list() == [1, 1]
         for row, j in zip(jobs.iter_rows(named=True), JOBS.values(), strict=True):
             assert "*" in row["job"] and row["job"].endswith("/export") and j.name in row["job"]
-            assert tk.query("rank-summary", run=row["run"])["rank"].to_list() == [0, 1, 2, 3]
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", CaptureWarning)  # (every rank in the store: nothing to say)
+                assert tk.query("rank-summary", run=row["run"])["rank"].to_list() == [0, 1, 2, 3]
             assert tk.query("run-info", run=row["run"])["source_path"][0] == str(j.exports[0])
     for extra, missing, listed in (([], 2, "1-2"), (["-p", "world_size=8"], 6, "1-2, 4-7")):
         db = tmp_path / f"part{missing}.duckdb"
@@ -477,6 +484,14 @@ def test_jobs_lists_each_job_and_the_ranks_it_lacks(tmp_path):
             row = tk.query("jobs").row(0, named=True)
         assert (row["ranks"], row["first_rank"], row["last_rank"]) == (2, 0, 3)
         assert (row["missing"], row["missing_ranks"]) == (missing, listed)
+        # a question across the job's ranks says which it could not compare
+        capsys.readouterr()
+        assert main(["--db", str(db), "query", "stragglers", "--limit", "1"]) == 0
+        err = capsys.readouterr().err
+        size = " (world size 8)" if extra else " (world size 4)"
+        assert err == (f"tracekit: warning: job {row['job']}: ranks {listed} not ingested{size}: stragglers compares "
+                       "the 2 ranks in the store, and a rank left out may be the slowest; ingest their exports to "
+                       "compare every rank (tracekit query jobs)\n"), err
     again = captured_again(EXPORTS[3], tmp_path / "rank3" / "export.sqlite")
     part = tmp_path / "part2.duckdb"
     with tracekit.open(part, read_only=True) as tk:
@@ -649,6 +664,11 @@ def test_rank_charts_draw_the_queries(job, tmp_path):
     for row in q.iter_rows(named=True):
         c = cells[(row["path"], row["rank"])]
         assert c["total_ms"] == pytest.approx(row["total_ns"] / 1e6) and c["vs_median_pct"] == row["vs_median_pct"]
+    # a cell's label is white on the scale's dark ends (the straggler's cells), dark on its pale middle
+    label = _layers(charts.chart(tk, "rank-heatmap").to_dict())[1]["encoding"]["color"]
+    lim = max(5.0, float(q["vs_median_pct"].abs().max()))
+    assert label["condition"] == {"test": f"abs(datum.vs_median_pct) > {0.6 * lim!r}", "value": "white"}
+    assert label["value"] == "#222" and (q["vs_median_pct"].abs() > 0.6 * lim).any()
     top = _values(charts.chart(tk, "stragglers").to_dict())
     q = tk.query("stragglers")
     assert [v["label"] for v in top] == [f"{r['path']} #{r['instance']}" for r in q.iter_rows(named=True)]

@@ -2928,12 +2928,12 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
         pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
     )
     data = d.select("label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest",
-                    "skew_pct").to_dicts()
+                    "slowest_lag_pct").to_dicts()
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
     tip = [alt.Tooltip("label:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
            alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
            alt.Tooltip("max_ms:Q", title="slowest [ms]", format=",.3f"), alt.Tooltip("slowest:N", title="slowest"),
-           alt.Tooltip("skew_pct:Q", title="slowest vs median [%]", format="+.1f")]
+           alt.Tooltip("slowest_lag_pct:Q", title="slowest vs median [%]", format="+.1f")]
     base = alt.Chart(_data(data))
     rule = base.mark_rule(color="#888", strokeWidth=2).encode(
         y=y, x=alt.X("min_pct:Q", title="duration across ranks [% of the median rank's]"), x2="max_pct:Q", tooltip=tip)
@@ -2971,7 +2971,10 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
     if dense:
         return cells.properties(width=alt.Step(90), height=height, title=alt.Title(
             "Time per rank and NVTX path", subtitle=f"colour: total time against the median rank; {dense}"))
-    text = base.mark_text(fontSize=10, color="#222").encode(text=alt.Text("total_ms:Q", format=",.1f"))
+    # (dark text on the pale middle of the scale, white on its dark ends)
+    text = base.mark_text(fontSize=10).encode(
+        text=alt.Text("total_ms:Q", format=",.1f"),
+        color=alt.condition(f"abs(datum.vs_median_pct) > {0.6 * lim!r}", alt.value("white"), alt.value("#222")))
     return alt.layer(cells, text).properties(
         width=alt.Step(90), height=height,
         title=alt.Title("Time per rank and NVTX path", subtitle="cell: total ms; colour: against the median rank"))

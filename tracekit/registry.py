@@ -453,6 +453,30 @@ class Registry:
                 f"sweep {sweep}: {n} of its {total} points {'has' if n == 1 else 'have'} no ok run in the store, so no "
                 "row: " + "; ".join(lines)))
 
+    def note_ranks_missing(self, tk, q: Query, bound: dict[str, Any]) -> None:
+        """A ``CaptureWarning`` where ``q``, a question across the ranks of its run's job
+        (``spans_job``), answered of a job with ranks not in the store (``jobs``: below the
+        launcher's world size or the highest rank ingested): profiling a subset of the ranks is
+        common, so the answer is given, but its slowest rank or median may be another's."""
+        run_id = bound.get("run")
+        if run_id is None or not q.spans_job:
+            return
+        got = tk.con.execute("SELECT job FROM rank_runs WHERE run_id = ?", [run_id]).fetchall()
+        if not got:
+            return
+        job = got[0][0]
+        rows = [r for r in self.run(tk, "jobs", limit=0).iter_rows(named=True) if r["job"] == job]
+        if not rows or not rows[0]["missing"]:
+            return
+        r = rows[0]
+        n = r["missing"]
+        which = f"{'rank' if n == 1 else 'ranks'} {r['missing_ranks']}" if r["missing_ranks"] else f"{n:,} ranks"
+        size = f" (world size {r['world_size']:,})" if r["world_size"] is not None else ""
+        warn_from_caller(CaptureWarning(
+            f"job {job}: {which} not ingested{size}: {q.name} compares the {r['ranks']:,} ranks in the store, "
+            f"and a rank left out may be the slowest; ingest {'its export' if n == 1 else 'their exports'} to "
+            "compare every rank (tracekit query jobs)"))
+
     @staticmethod
     def note_latency_under_ncu(tk, q: Query, bound: dict[str, Any], shown: list[tuple[str, str]]) -> None:
         """A ``CaptureWarning`` where ``q``, a query of timed requests (``SWEEP_TIMED``), shows
@@ -522,6 +546,7 @@ class Registry:
         if not graphs_shown and "run" in bound:
             self.note_whole_graphs(tk, q, bound)
         self.note_points_left_out(tk, q, bound)
+        self.note_ranks_missing(tk, q, bound)
         if {"run", "tool"} <= set(df.columns):
             self.note_latency_under_ncu(tk, q, bound, list(zip(df["run"], df["tool"], strict=True)))
         self.note_none_happened(tk, q, bound, df.height)
@@ -550,6 +575,7 @@ class Registry:
             self.note_whole_graphs(tk, q, bound)
         if not points_said:
             self.note_points_left_out(tk, q, bound)
+        self.note_ranks_missing(tk, q, bound)
         if {"run", "tool"} <= set(rows.columns):
             at = rows.columns.index("run"), rows.columns.index("tool")
             self.note_latency_under_ncu(tk, q, bound, [(r[at[0]], r[at[1]]) for r in rows.rows])

@@ -501,7 +501,7 @@ RANKS = (
             "This run is one rank of a multi-rank job: every rank's GPU busy time, kernel time and time in its "
             "outermost NVTX ranges, against the median rank."),
     Section("stragglers", "Stragglers", "stragglers", {"limit": 20}, "stragglers",
-            ("path", "instance", "ranks", "min_ns", "med_ns", "max_ns", "skew_ns", "skew_pct", "slowest_rank",
+            ("path", "instance", "ranks", "min_ns", "med_ns", "max_ns", "skew_ns", "slowest_lag_pct", "slowest_rank",
              "fastest_rank"),
             "Each NVTX range instance across the ranks (the n-th range of a path on every rank: the same step "
             "where the ranks run in lock-step), the largest spread between the slowest and the fastest rank "

@@ -5,7 +5,7 @@
 -- the same step when the ranks run in lock-step. Rows are ordered by skew (slowest minus
 -- fastest rank), largest first. The job is that of --run (see rank-summary).
 -- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
--- @param range  TEXT     only ranges of this path or name, e.g. step/forward or :forward (default: null)
+-- @param range  TEXT     only ranges of this path or name: step/forward, :forward, or forward in the default domain (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column job           the job (as `tracekit query jobs` names it): the ranks of the run's job are compared
 -- @column path          NVTX path of the range: texts from the outermost range down, '/'-separated (a named domain's range as domain:text; its text alone for a range ended on another thread)
@@ -15,28 +15,29 @@
 -- @column med_ns        median duration across the ranks, ns
 -- @column max_ns        slowest rank's duration, ns
 -- @column skew_ns       max_ns - min_ns, ns
--- @column skew_pct      (max_ns - med_ns) / med_ns, %: how far the slowest rank is behind the median one, rounded to 0.1
+-- @column slowest_lag_pct     (max_ns - med_ns) / med_ns, %: how far the slowest rank is behind the median one, rounded to 0.1
 -- @column slowest_rank  rank with max_ns (the lowest such rank on a tie)
 -- @column fastest_rank  rank with min_ns
--- @display job, path, instance, ranks, min_ns, med_ns, max_ns, skew_ns, skew_pct, slowest_rank
+-- @display job, path, instance, ranks, min_ns, med_ns, max_ns, skew_ns, slowest_lag_pct, slowest_rank
 -- @requires nvtx_ranges, rank_runs
 -- @traced nvtx_ranges
 WITH jr AS (
     SELECT * FROM job_ranks($run)
 ), asked AS (  -- a range the job does not have is an error, not an empty table
     SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges n JOIN jr USING (run_id)
-                                                 WHERE coalesce(n.path, n.text) = $range OR n.name = $range) THEN true
+                                                 WHERE coalesce(n.path, n.text) = $range OR n.name = $range
+                                                       OR n.name = ':' || $range) THEN true
                 ELSE error('stragglers: no NVTX range of path or name ''' || $range || ''' in the job''s ranks '
                            || '(`tracekit query rank-ranges` lists them)') END AS ok
 ), inst AS (
     SELECT jr.job, coalesce(n.path, n.text) AS path, jr.rank, n.dur_ns,
            row_number() OVER (PARTITION BY n.run_id, coalesce(n.path, n.text) ORDER BY n.start_ns, n.range_id) AS instance
     FROM asked, nvtx_ranges n JOIN jr USING (run_id)
-    WHERE asked.ok AND ($range IS NULL OR coalesce(n.path, n.text) = $range OR n.name = $range)
+    WHERE asked.ok AND ($range IS NULL OR coalesce(n.path, n.text) = $range OR n.name = $range OR n.name = ':' || $range)
 )
 SELECT any_value(job) AS job, path, instance::BIGINT AS instance, count(*) AS ranks, min(dur_ns) AS min_ns, median(dur_ns) AS med_ns,
        max(dur_ns) AS max_ns, max(dur_ns) - min(dur_ns) AS skew_ns,
-       round(100.0 * (max(dur_ns) - median(dur_ns)) / nullif(median(dur_ns), 0), 1) AS skew_pct,
+       round(100.0 * (max(dur_ns) - median(dur_ns)) / nullif(median(dur_ns), 0), 1) AS slowest_lag_pct,
        first(rank ORDER BY dur_ns DESC, rank) AS slowest_rank,
        first(rank ORDER BY dur_ns, rank) AS fastest_rank
 FROM inst

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import subprocess
 import sys
@@ -263,6 +264,24 @@ def test_distinct_labels_never_read_alike():
         assert told or width < 20, width
 
 
+def test_a_path_cut_at_its_start_never_reads_as_another_path():
+    """The NVTX paths of a real job (tests/data/nsys_ranks) as a diff's keys are labelled:
+    ``…/forward`` of warmup/forward would read as step/forward beside it, so such a label is
+    cut at its end (``warmup/forw…``) where that reads as no other path."""
+    from tracekit.diff import shorten_key
+
+    paths = json.loads((DATA / "nsys_ranks" / "plant.json").read_text())["nvtx_paths"]
+    assert {"step/forward", "warmup/forward"} <= set(paths)
+    for width in (9, 10, 12, 13, 14):
+        labels = dict(zip(paths, names.distinct_labels(paths, width, lambda k, w: shorten_key(k, w, True, False)),
+                          strict=True))
+        assert len(set(labels.values())) == len(paths) and max(map(len, labels.values())) <= width, width
+        for p, lab in labels.items():
+            assert lab == p or lab.endswith("…") or not any(
+                o != p and o.endswith(lab.removeprefix("…")) for o in paths), (width, p, lab)
+        assert labels["warmup/forward"] == names.cut_end("warmup/forward", width), (width, labels)
+
+
 def test_a_label_cut_again_marks_where_it_cuts_a_word():
     """Every kernel name of the real captures as diff's tables show it (``short_keys``'
     label, narrowed again by ``label_shortener``, as a narrow terminal does): what comes
@@ -431,6 +450,9 @@ def test_si_and_time_formats():
     rows = table.Rows(["compute_ns", "overlap_ns", "busy_ns"], ["BIGINT", "BIGINT", "BIGINT"],
                       [(9_587_000, 0, 37_409_000), (9_261_000, 0, 21_599_000)])
     assert table.time_units(rows) == dict.fromkeys(rows.columns, "ms")
+    # a value that rounds to zero reads 0.0, not -0.0 (rank-summary's rank at the median)
+    assert table.format_column("kernel_vs_median_pct", "DOUBLE", [-0.04, -1.5, 0.0])[1] == ["0.0", "-1.5", "0.0"]
+    assert table.format_column("ratio", "DOUBLE", [-0.0001, 2.5])[1] == ["0.00", "2.50"]
 
 
 # -- commands that explain themselves --------------------------------------------------

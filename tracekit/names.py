@@ -250,7 +250,7 @@ def distinct_labels(
     values share are told apart by the first words in which the values differ
     (``vectorized_elementwise_kernel [silu_kernel]``), else by a number; all in at most
     ``width`` characters. Equal values keep equal labels; None becomes ''."""
-    labels = ["" if v is None else shorten(str(v), width) for v in values]
+    labels = _cut_where_read_alike(values, ["" if v is None else shorten(str(v), width) for v in values], width)
     by_label: dict[str, set[str]] = {}
     for v, lab in zip(values, labels, strict=True):
         if v is not None:
@@ -265,6 +265,33 @@ def distinct_labels(
             if v is not None and labels[i] == lab:
                 labels[i] = fixed[str(v)]
     return _number_the_rest(values, labels, width)
+
+
+def _cut_where_read_alike(values: Sequence[str | None], labels: list[str], width: int) -> list[str]:
+    """A label cut at its start whose visible end is another value's end (``…/forward`` of
+    warmup/forward beside step/forward) reads as that value: such a label is cut at its end
+    instead (``warmup/forwa…``) where no other value starts so; else it is kept (told apart
+    where labels are shared)."""
+    texts = {str(v) for v in values if v is not None}
+    ends: dict[int, Counter] = {}  # length -> how many values end (start) with each text of it
+    heads: dict[int, Counter] = {}
+
+    def shared(part: str, by: dict[int, Counter], of) -> bool:  # (the value itself is one of them)
+        n = len(part)
+        if n not in by:
+            by[n] = Counter(of(t, n) for t in texts if len(t) >= n)
+        return by[n][part] > 1
+
+    out = list(labels)
+    for i, (v, lab) in enumerate(zip(values, labels, strict=True)):
+        if v is None or not lab.startswith(ELLIPSIS) or ELLIPSIS in lab[1:]:
+            continue
+        if not shared(lab[1:], ends, lambda t, n: t[len(t) - n:]):
+            continue
+        cut = cut_end(str(v), width)
+        if not shared(cut.removesuffix(ELLIPSIS), heads, lambda t, n: t[:n]):
+            out[i] = cut
+    return out
 
 
 def _number_the_rest(values: Sequence[str | None], labels: list[str], width: int) -> list[str]:

@@ -368,7 +368,7 @@ def _fixed(v: float | Decimal | None, decimals: int) -> str:
         return str(v)
     if isinstance(v, int) and decimals == 0:  # exactly: the 'f' format goes through a float
         return f"{v:,}"
-    return f"{v:,.{decimals}f}"
+    return f"{v:z,.{decimals}f}"  # (z: a value that rounds to zero reads 0.0, not -0.0)
 
 
 def fixed_time(v: float | None, decimals: int) -> str:

@@ -2915,7 +2915,8 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
     duration (a warm-up of seconds and a step of milliseconds on one axis): a line from
     the fastest to the slowest rank, a tick at the median (100 %), the slowest rank
     labelled."""
-    _need(df, "stragglers", "stragglers", ["path", "instance", "min_ns", "med_ns", "max_ns", "slowest_rank"])
+    _need(df, "stragglers", "stragglers", ["path", "instance", "min_ns", "med_ns", "max_ns", "slowest_rank",
+                                             "slowest_lag_pct"])
     if df.is_empty():
         return _no_data("Stragglers")
     med = pl.when(pl.col("med_ns") > 0).then(pl.col("med_ns")).otherwise(None)

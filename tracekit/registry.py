@@ -453,29 +453,37 @@ class Registry:
                 f"sweep {sweep}: {n} of its {total} points {'has' if n == 1 else 'have'} no ok run in the store, so no "
                 "row: " + "; ".join(lines)))
 
-    def note_ranks_missing(self, tk, q: Query, bound: dict[str, Any]) -> None:
+    @staticmethod
+    def note_ranks_missing(tk, q: Query, bound: dict[str, Any]) -> None:
         """A ``CaptureWarning`` where ``q``, a question across the ranks of its run's job
-        (``spans_job``), answered of a job with ranks not in the store (``jobs``: below the
-        launcher's world size or the highest rank ingested): profiling a subset of the ranks is
-        common, so the answer is given, but its slowest rank or median may be another's."""
+        (``spans_job``), answered of a job with ranks not in the store (as ``jobs`` counts them:
+        below the launcher's world size or the highest rank ingested): profiling a subset of the
+        ranks is common, so the answer is given, but its slowest rank or median may be another's.
+        One text for every such query of the job (a report asks three: said once)."""
+        from .names import ranks_text
+
         run_id = bound.get("run")
         if run_id is None or not q.spans_job:
             return
-        got = tk.con.execute("SELECT job FROM rank_runs WHERE run_id = ?", [run_id]).fetchall()
+        got = tk.con.execute(
+            f"{_CAPTURES} SELECT c.job, list(c.rank ORDER BY c.rank), "
+            "max(TRY_CAST(json_extract_string(u.params, '$.world_size') AS BIGINT)) "
+            "FROM _captures c JOIN runs u USING (run_id) "
+            "WHERE c.read AND c.job = (SELECT job FROM _captures WHERE run_id = ?) GROUP BY c.job", [run_id]).fetchall()
         if not got:
             return
-        job = got[0][0]
-        rows = [r for r in self.run(tk, "jobs", limit=0).iter_rows(named=True) if r["job"] == job]
-        if not rows or not rows[0]["missing"]:
+        job, ranks, world = got[0]
+        upto = max(world or 0, ranks[-1] + 1)
+        n = upto - len(ranks)
+        if n <= 0:
             return
-        r = rows[0]
-        n = r["missing"]
-        which = f"{'rank' if n == 1 else 'ranks'} {r['missing_ranks']}" if r["missing_ranks"] else f"{n:,} ranks"
-        size = f" (world size {r['world_size']:,})" if r["world_size"] is not None else ""
+        which = (ranks_text(sorted(set(range(upto)) - set(ranks))) if upto <= MISSING_LISTED
+                 else f"{n:,} ranks")
+        size = f" (world size {world:,})" if world is not None else ""
         warn_from_caller(CaptureWarning(
-            f"job {job}: {which} not ingested{size}: {q.name} compares the {r['ranks']:,} ranks in the store, "
-            f"and a rank left out may be the slowest; ingest {'its export' if n == 1 else 'their exports'} to "
-            "compare every rank (tracekit query jobs)"))
+            f"job {job}: {which} not ingested{size}: its questions across ranks (rank-summary, stragglers, "
+            f"rank-ranges) compare the {len(ranks):,} in the store, and a rank left out may be the slowest; ingest "
+            f"{'its export' if n == 1 else 'their exports'} to compare every rank (tracekit query jobs)"))
 
     @staticmethod
     def note_latency_under_ncu(tk, q: Query, bound: dict[str, Any], shown: list[tuple[str, str]]) -> None:
@@ -852,6 +860,9 @@ def check_window(tk, label: str, run_id: int, start_ns: int | None, end_ns: int 
 def _run_name(tk, run_id: int) -> str:
     return tk.con.execute("SELECT name FROM runs WHERE run_id = ?", [run_id]).fetchall()[0][0]
 
+
+#: the most ranks below which a job's missing ranks are listed, not counted (queries/ranks/jobs.sql's bound)
+MISSING_LISTED = 1_048_576
 
 #: rank_captures read once in a statement that reads it more than once (the view is its costly part)
 _CAPTURES = "WITH _captures AS MATERIALIZED (SELECT * FROM rank_captures)"

@@ -5,7 +5,7 @@
 -- the same step when the ranks run in lock-step. Rows are ordered by skew (slowest minus
 -- fastest rank), largest first. The job is that of --run (see rank-summary).
 -- @param run    TEXT     any run of the job: id or name (default: the latest run that is a rank)
--- @param range  TEXT     only ranges of this path or name: step/forward, :forward, or forward in the default domain (default: null)
+-- @param range  TEXT     only ranges of this path or name: step/forward, :forward; a text that is no path, as forward, names the default domain's ranges (default: null)
 -- @param limit  INTEGER  rows to return; 0 = all (default: 20)
 -- @column job           the job (as `tracekit query jobs` names it): the ranks of the run's job are compared
 -- @column path          NVTX path of the range: texts from the outermost range down, '/'-separated (a named domain's range as domain:text; its text alone for a range ended on another thread)
@@ -28,12 +28,15 @@ WITH jr AS (
                                                  WHERE coalesce(n.path, n.text) = $range OR n.name = $range
                                                        OR n.name = ':' || $range) THEN true
                 ELSE error('stragglers: no NVTX range of path or name ''' || $range || ''' in the job''s ranks '
-                           || '(`tracekit query rank-ranges` lists them)') END AS ok
+                           || '(`tracekit query rank-ranges` lists them)') END AS ok,
+           -- a text that is a path takes that path alone, not the ranges named so below others
+           EXISTS (SELECT 1 FROM nvtx_ranges n JOIN jr USING (run_id) WHERE coalesce(n.path, n.text) = $range) AS a_path
 ), inst AS (
     SELECT jr.job, coalesce(n.path, n.text) AS path, jr.rank, n.dur_ns,
            row_number() OVER (PARTITION BY n.run_id, coalesce(n.path, n.text) ORDER BY n.start_ns, n.range_id) AS instance
     FROM asked, nvtx_ranges n JOIN jr USING (run_id)
-    WHERE asked.ok AND ($range IS NULL OR coalesce(n.path, n.text) = $range OR n.name = $range OR n.name = ':' || $range)
+    WHERE asked.ok AND ($range IS NULL OR coalesce(n.path, n.text) = $range OR n.name = $range
+                        OR (NOT asked.a_path AND n.name = ':' || $range))
 )
 SELECT any_value(job) AS job, path, instance::BIGINT AS instance, count(*) AS ranks, min(dur_ns) AS min_ns, median(dur_ns) AS med_ns,
        max(dur_ns) AS max_ns, max(dur_ns) - min(dur_ns) AS skew_ns,

@@ -247,14 +247,18 @@ def distinct_labels(
     shorten: Callable[[str, int], str] = cut_end,
 ) -> list[str]:
     """``shorten(value, width)`` for each value, then the labels that two different
-    values share are told apart by the first words in which the values differ
+    values share (or that one value's label, cut at its start, shows of another's end) are
+    told apart by the first words in which the values differ
     (``vectorized_elementwise_kernel [silu_kernel]``), else by a number; all in at most
     ``width`` characters. Equal values keep equal labels; None becomes ''."""
-    labels = _cut_where_read_alike(values, ["" if v is None else shorten(str(v), width) for v in values], width)
+    labels = ["" if v is None else shorten(str(v), width) for v in values]
     by_label: dict[str, set[str]] = {}
     for v, lab in zip(values, labels, strict=True):
         if v is not None:
             by_label.setdefault(lab, set()).add(str(v))
+    # a label cut at its start that shows another value's end is told apart from that value too
+    for lab, others in _read_alike(values, labels).items():
+        by_label[lab] |= others
     taken = set(labels)
     for lab, group in by_label.items():
         if len(group) < 2:
@@ -267,30 +271,25 @@ def distinct_labels(
     return _number_the_rest(values, labels, width)
 
 
-def _cut_where_read_alike(values: Sequence[str | None], labels: list[str], width: int) -> list[str]:
-    """A label cut at its start whose visible end is another value's end (``…/forward`` of
-    warmup/forward beside step/forward) reads as that value: such a label is cut at its end
-    instead (``warmup/forwa…``) where no other value starts so; else it is kept (told apart
-    where labels are shared)."""
+def _read_alike(values: Sequence[str | None], labels: list[str]) -> dict[str, set[str]]:
+    """Each label cut at its start whose visible end is the end of other values (``…/forward``
+    of warmup/forward beside step/forward): those values, which it would read as."""
     texts = {str(v) for v in values if v is not None}
-    ends: dict[int, Counter] = {}  # length -> how many values end (start) with each text of it
-    heads: dict[int, Counter] = {}
-
-    def shared(part: str, by: dict[int, Counter], of) -> bool:  # (the value itself is one of them)
-        n = len(part)
-        if n not in by:
-            by[n] = Counter(of(t, n) for t in texts if len(t) >= n)
-        return by[n][part] > 1
-
-    out = list(labels)
-    for i, (v, lab) in enumerate(zip(values, labels, strict=True)):
+    ends: dict[int, dict[str, set[str]]] = {}  # length -> each end of that length -> the values that end so
+    out: dict[str, set[str]] = {}
+    for v, lab in zip(values, labels, strict=True):
         if v is None or not lab.startswith(ELLIPSIS) or ELLIPSIS in lab[1:]:
             continue
-        if not shared(lab[1:], ends, lambda t, n: t[len(t) - n:]):
-            continue
-        cut = cut_end(str(v), width)
-        if not shared(cut.removesuffix(ELLIPSIS), heads, lambda t, n: t[:n]):
-            out[i] = cut
+        end = lab[1:]
+        if len(end) not in ends:
+            by: dict[str, set[str]] = {}
+            for t in texts:
+                if len(t) >= len(end):
+                    by.setdefault(t[len(t) - len(end):], set()).add(t)
+            ends[len(end)] = by
+        others = ends[len(end)].get(end, set()) - {str(v)}
+        if others:
+            out.setdefault(lab, set()).update(others)
     return out
 
 

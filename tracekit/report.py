@@ -552,16 +552,16 @@ class _Column:
             unit, scale = next(((u, s) for u, s in _TIME_UNITS if top >= 10 * s), ("ns", 1.0))
             self.header = f"{name[:-3]} [{unit}]"
             # (a time too small for the column's unit reads <0.001, not zero: table.fixed_time)
-            self.fmt = (lambda v: f"{v:,.0f}") if scale == 1 else (lambda v, s=scale: html.escape(fixed_time(v / s, 3)))
+            self.fmt = (lambda v: f"{v:z,.0f}") if scale == 1 else (lambda v, s=scale: html.escape(fixed_time(v / s, 3)))
         elif name.endswith("_pct"):
             self.header = f"{name[:-4]} [%]"
-            self.fmt = lambda v: f"{v:.1f}"
+            self.fmt = lambda v: f"{v:z.1f}"  # (z: a value that rounds to zero reads 0.0, not -0.0)
         elif name.endswith("_ms"):
             self.header = f"{name[:-3]} [ms]"
-            self.fmt = lambda v: f"{v:,.3f}"
+            self.fmt = lambda v: f"{v:z,.3f}"
         elif name.endswith("_us"):
             self.header = f"{name[:-3]} [µs]"
-            self.fmt = lambda v: f"{v:,.1f}"
+            self.fmt = lambda v: f"{v:z,.1f}"
         elif name.endswith("_bytes_per_s"):
             self.header = name[: -len("_bytes_per_s")]
             self.fmt = lambda v: _si(v, "B/s")
@@ -574,7 +574,7 @@ class _Column:
             self.fmt = lambda v: _si(v, "B")
         elif name.endswith("_mhz"):
             self.header = f"{name[:-4]} [MHz]"
-            self.fmt = lambda v: f"{v:,.0f}"
+            self.fmt = lambda v: f"{v:z,.0f}"
         elif name.endswith("_hz"):
             self.header = name[:-3]
             self.fmt = lambda v: _si(v, "Hz")

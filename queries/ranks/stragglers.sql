@@ -23,14 +23,14 @@
 -- @traced nvtx_ranges
 WITH jr AS (
     SELECT * FROM job_ranks($run)
-), asked AS (  -- a range the job does not have is an error, not an empty table
-    SELECT CASE WHEN $range IS NULL OR EXISTS (SELECT 1 FROM nvtx_ranges n JOIN jr USING (run_id)
-                                                 WHERE coalesce(n.path, n.text) = $range OR n.name = $range
-                                                       OR n.name = ':' || $range) THEN true
+), asked AS (  -- one pass over the ranges asked: a range the job does not have is an error, not an
+              -- empty table; a text that is a path takes that path alone, not the ranges named so below others
+    SELECT CASE WHEN $range IS NULL OR count(*) > 0 THEN true
                 ELSE error('stragglers: no NVTX range of path or name ''' || $range || ''' in the job''s ranks '
                            || '(`tracekit query rank-ranges` lists them)') END AS ok,
-           -- a text that is a path takes that path alone, not the ranges named so below others
-           EXISTS (SELECT 1 FROM nvtx_ranges n JOIN jr USING (run_id) WHERE coalesce(n.path, n.text) = $range) AS a_path
+           coalesce(bool_or(coalesce(n.path, n.text) = $range), false) AS a_path
+    FROM nvtx_ranges n JOIN jr USING (run_id)
+    WHERE $range IS NOT NULL AND (coalesce(n.path, n.text) = $range OR n.name = $range OR n.name = ':' || $range)
 ), inst AS (
     SELECT jr.job, coalesce(n.path, n.text) AS path, jr.rank, n.dur_ns,
            row_number() OVER (PARTITION BY n.run_id, coalesce(n.path, n.text) ORDER BY n.start_ns, n.range_id) AS instance

@@ -33,6 +33,7 @@ value and a change column per run: the terminal table.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -519,9 +520,18 @@ def table(df: pl.DataFrame, limit: int):
 
 def _change_width(cell: str) -> int:
     """The width a run's cell needs for its value and change (``2.544 ms (+102.1%``), its
-    verdict cut after them (``…``): the whole cell where it has no verdict."""
-    head, said, _ = cell.partition(", ")
-    return len(head) + 1 if said else len(cell)
+    verdict cut after them (``…``): the whole cell where it has no verdict. A job's verdict
+    on some of its ranks keeps how many (``1,512 (+0.0%, regressed on 1/4``): cut before
+    them, the job's unmoved total would read as regressed."""
+    head, said, rest = cell.partition(", ")
+    if not said:
+        return len(cell)
+    some = _SOME_RANKS.match(rest)
+    return len(head) + len(said) + (some.end() if some else 0) + 1
+
+
+#: a job's verdict on fewer than all of its ranks (``regressed on 1/4 ranks``), to its count
+_SOME_RANKS = re.compile(r"(?:regressed|improved) on (\d+)/(?!\1 )\d+")
 
 
 def _cell(r: dict, value: str) -> str:

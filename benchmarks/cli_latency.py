@@ -100,22 +100,25 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="tk-cli-bench-") as tmp:
-        db = Path(tmp) / "example.duckdb"
-        for source in (EXAMPLE, ROOT / "tests" / "data" / "ncu_full" / "report.ncu-rep.xz"):
-            subprocess.run(_cli(db, ["ingest", str(source)]), env=ENV, cwd=tmp, check=True,
-                           stdout=subprocess.DEVNULL)
-        with lzma.open(SMALL) as src, open(Path(tmp) / "small.sqlite", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        runs = itertools.count()
         variants = {"this checkout": sys.executable}
         if args.baseline:
             variants["baseline"] = args.baseline
+        # a store per variant, ingested by it: another tracekit may not read this one's schema
+        dbs = {python: Path(tmp) / f"example-{i}.duckdb" for i, python in enumerate(variants.values())}
+        for python, db in dbs.items():
+            for source in (EXAMPLE, ROOT / "tests" / "data" / "ncu_full" / "report.ncu-rep.xz"):
+                subprocess.run(_cli(db, ["ingest", str(source)], python), env=ENV, cwd=tmp, check=True,
+                               stdout=subprocess.DEVNULL)
+        db = dbs[sys.executable]
+        with lzma.open(SMALL) as src, open(Path(tmp) / "small.sqlite", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        runs = itertools.count()
         floors = {"python -c pass": [sys.executable, "-c", "pass"],
                   "python -c 'import duckdb'": [sys.executable, "-c", "import duckdb"]}
         for python in variants.values():  # warm-up: bytecode written, files in the page cache, caches
             for cli_args in [COMMANDS["query top-kernels"], *(HEAVY.values() if args.heavy_runs else [])]:
                 k = next(runs)
-                _time(_cli(db, [a.format(tmp=tmp, run=k) for a in cli_args], python))
+                _time(_cli(dbs[python], [a.format(tmp=tmp, run=k) for a in cli_args], python))
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for k in range(max(args.runs, args.heavy_runs)):  # alternate: every variant sees the same load
             if k < args.runs:
@@ -123,10 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                     times.setdefault(("floor", name), []).append(_time(cmd))
             for label, python in variants.items():
                 todo = {**(COMMANDS if k < args.runs else {}), **(HEAVY if k < args.heavy_runs else {})}
-                for name, cli_args in todo.items():
-                    k = next(runs)
-                    cli_args = [a.format(tmp=tmp, run=k) for a in cli_args]
-                    times.setdefault((label, name), []).append(_time(_cli(db, cli_args, python)))
+                for name, cli_args in todo.items():  # (each run its own number: a new store per ingest)
+                    cli_args = [a.format(tmp=tmp, run=next(runs)) for a in cli_args]
+                    times.setdefault((label, name), []).append(_time(_cli(dbs[python], cli_args, python)))
         print(f"{args.runs} runs each ({args.heavy_runs} of diff, chart, report), alternating; "
               f"python {sys.version.split()[0]}")
         print(f"{'variant':16} {'command':28} {'wall median':>11} {'wall min':>8} {'CPU median':>10}")

@@ -919,6 +919,21 @@ def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, cap
                         r"name each job once\n", err), err
 
 
+def test_a_change_that_rounds_to_zero_reads_plus_zero(tk, store, capsys, monkeypatch):
+    """rank 3 of base against base_again: GPU busy 5.145 -> 5.143 ms is -0.04 %, which the
+    tables showed as -0.0% (the note keeps its two decimals); the comparisons of the jobs and
+    the compare table, whose cells say the change too, show no -0.0 either."""
+    monkeypatch.setenv("COLUMNS", "250")
+    outs = []
+    for args in (["diff", "4", "8"], ["diff", "--jobs", "1", "5"], ["compare", "4", "8", "12"]):
+        assert main(["--db", str(store), *args, "--limit", "0"]) == 0, args
+        outs.append(capsys.readouterr().out)
+    busy = next(line for line in outs[0].splitlines() if line.split()[:3] == ["gpu", "device", "0"])
+    assert " +0.0% " in busy and "(|-0.04%| <= 5%)" in busy, busy
+    assert all(not re.search(r"-0\.0(?![0-9])", out) for out in outs), [
+        line for out in outs for line in out.splitlines() if re.search(r"-0\.0(?![0-9])", line)]
+
+
 def test_a_repeat_of_the_base_job_holds_each_ranks_change_within_its_noise(tk):
     """diff --jobs BASE NEW --repeat R: the repeat's change of a key on rank r is the noise
     of rank r's change (exactly as diff --repeat judges run r against run r), and the job's

@@ -544,7 +544,7 @@ def _cell(r: dict, value: str) -> str:
 
     if not value and POINT_FAILED in (r["note"] or ""):  # (a sweep point whose capture failed on one side)
         value = "capture failed"
-    pct = "" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
+    pct = "" if r["delta_pct"] is None else f"{r['delta_pct']:+z.1f}%"
     why = held(r["note"]) if r["verdict"] == "unchanged" else verdict
     change = ", ".join(p for p in (pct, why) if p)
     return f"{value} ({change})" if change else value

@@ -837,7 +837,7 @@ def _judge(base: float, new: float, threshold: float, direction: int,
     if delta == 0:
         return "unchanged", "identical"
     if not _beyond(base, new, threshold):  # (then |pct| <= threshold too)
-        return "unchanged", f"within {within} (|{pct:+.2f}%| <= {threshold:g}%)"
+        return "unchanged", f"within {within} (|{pct:+z.2f}%| <= {threshold:g}%)"
     if not real:
         return "unchanged", held
     if direction == 0:
@@ -1483,7 +1483,7 @@ def _paired(pairs: list[tuple[float, float]], limit_pct: float, change: float) -
         p = _sign_p(up, down)
         return p < ALPHA, f"launches moved both ways ({up} up, {down} down: sign test {_p_is(p)})"
     if up and down:
-        return False, f"launches moved both ways ({min(steps):+.3g}..{max(steps):+.3g}, launch by launch)"
+        return False, f"launches moved both ways ({min(steps):+z.3g}..{max(steps):+z.3g}, launch by launch)"
     return moved * 2 > len(steps), f"most launches moved by {limit_pct:g}% or less ({len(steps) - moved} of {len(steps)})"
 
 
@@ -1517,8 +1517,8 @@ def _clock_accounts(b: float, n: float, fb: float, fn: float, cycles: float, lim
         return None
     if _beyond(1.0, 1 + cycles / 100, limit_pct) or (n - b) * (fn - fb) >= 0 or abs(math.log(fn / fb)) < 0.5 * abs(math.log(n / b)):
         return None
-    return (f"{CLOCK_NOTE} ({fb:,.0f} -> {fn:,.0f} MHz, {100 * (fn - fb) / fb:+.1f}%{how}) in as many "
-            f"cycles ({cycles:+.1f}%, within {limit_pct:g}%): the clock, not the code")
+    return (f"{CLOCK_NOTE} ({fb:,.0f} -> {fn:,.0f} MHz, {100 * (fn - fb) / fb:+z.1f}%{how}) in as many "
+            f"cycles ({cycles:+z.1f}%, within {limit_pct:g}%): the clock, not the code")
 
 
 def _with_the_sm_clock(con, rows: list[_Row], params: dict, keymap: pl.DataFrame, ids: dict[str, int],
@@ -1834,7 +1834,7 @@ def _ncu_scope(con, params: dict, threshold: float, launches: pl.DataFrame) -> l
                 high = _pct(max(vn) - min(vb), b) if b else None
             if metric == "duration_ns" and verdict in ("regressed", "improved") and len(pairs) > 1 \
                     and None not in moved:  # (a median over several launches, of several sizes, hides how each moved)
-                note = _join(note, f"launch by launch {min(moved):+.1f} to {max(moved):+.1f}%")
+                note = _join(note, f"launch by launch {min(moved):+z.1f} to {max(moved):+z.1f}%")
             rows.append(_Row("ncu", key, metric, b, n, verdict, None, _join(how, launches, note), low, high, effect, i))
     return rows
 
@@ -2284,7 +2284,7 @@ def _bench_scope(con, params: dict, threshold: float) -> list[_Row]:
                 if moved * pace > 0 and abs(pace) >= 0.5 * abs(moved) and not _beyond(base[2], new[2], threshold):
                     with_it = True
                     r.verdict = "unchanged"
-                    r.note = _join(r.note, f"{BENCH_PACE_NOTE} ({base[0]} {100 * (b_new - b_base) / b_base:+.1f}%) "
+                    r.note = _join(r.note, f"{BENCH_PACE_NOTE} ({base[0]} {100 * (b_new - b_base) / b_base:+z.1f}%) "
                                            f"in the same process, speedup within the threshold ({threshold:g}%): the "
                                            "machine, not the code")
             paced.setdefault(base[1], []).append(with_it)
@@ -2394,7 +2394,7 @@ def _peak_rows(key: str, sides: list, threshold: float, order: int, scope: str =
             continue
         verdict, note = _judge(base, new, threshold, 1, True, "")
         if verdict != "unchanged" and abs(new - base) < PEAK_MIN_MB:  # (from none: no share to judge)
-            verdict, note = "unchanged", f"immaterial (|{new - base:+.3f}| MiB < {PEAK_MIN_MB:g} MiB)"
+            verdict, note = "unchanged", f"immaterial (|{new - base:+z.3f}| MiB < {PEAK_MIN_MB:g} MiB)"
         pct = _pct(new - base, base)
         rows.append(_Row(scope, key, metric, base, new, verdict, None, note, pct, pct, 0.0, order + i))
     return rows
@@ -2445,8 +2445,8 @@ def _with_the_host(con, rows: list[_Row], pace: tuple[float, str], pair: tuple, 
         if gb and gn and (gn - gb) * moved > 0 and _beyond(gb, gn, threshold):
             continue  # the GPU's time moved the latency's way too: not the host's pace alone
         r.verdict = "unchanged"
-        r.note = _join(r.note, f"{HOST_PACE_NOTE} (CUDA launch calls {100 * (ratio - 1):+.1f}%: {words}): "
-                       f"{at_base:+.1f}% at the base's pace, within {within} ({pct_limit:g}%): the host, not the code")
+        r.note = _join(r.note, f"{HOST_PACE_NOTE} (CUDA launch calls {100 * (ratio - 1):+z.1f}%: {words}): "
+                       f"{at_base:+z.1f}% at the base's pace, within {within} ({pct_limit:g}%): the host, not the code")
 
 
 def _under_ncu(rows: list[_Row], sides: list[str]) -> None:
@@ -2474,7 +2474,7 @@ def _with_the_gpu_clock(rows: list[_Row], fb: float | None, fn: float | None, th
     that a reader weighs them (a request's latency is only partly the GPU's time)."""
     if not fb or not fn or not _beyond(fb, fn, CLOCK_MOVED_PCT):
         return
-    clock = f"{fb:,.0f} -> {fn:,.0f} MHz, {100 * (fn - fb) / fb:+.1f}%, as the timed requests ran"
+    clock = f"{fb:,.0f} -> {fn:,.0f} MHz, {100 * (fn - fb) / fb:+z.1f}%, as the timed requests ran"
     for r in rows:
         if r.verdict not in ("regressed", "improved") or not r.base or not r.new or r.base <= 0 or r.new <= 0:
             continue
@@ -2484,7 +2484,7 @@ def _with_the_gpu_clock(rows: list[_Row], fb: float | None, fn: float | None, th
         if moved * math.log(fn / fb) < 0 and abs(math.log(fn / fb)) >= 0.5 * abs(moved) \
                 and not _beyond(r.base, at_base, pct_limit):
             r.verdict = "unchanged"
-            r.note = _join(r.note, f"{CLOCK_NOTE} ({clock}): {100 * (at_base - r.base) / r.base:+.1f}% at the base's "
+            r.note = _join(r.note, f"{CLOCK_NOTE} ({clock}): {100 * (at_base - r.base) / r.base:+z.1f}% at the base's "
                            f"clock, within {within} ({pct_limit:g}%): the clock, not the code")
         else:
             r.note = _join(r.note, f"SM clock {clock}")
@@ -3117,7 +3117,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
 
     def how(r: dict) -> str:
         pct = val(r["delta_pct"])
-        return ", ".join(([f"{pct:+.1f} %"] if pct is not None and r["verdict"] not in ("added", "removed") else [])
+        return ", ".join(([f"{pct:+z.1f} %"] if pct is not None and r["verdict"] not in ("added", "removed") else [])
                          + [r["verdict"]])
 
     def more(shown: int, of: int) -> str:
@@ -3130,7 +3130,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         ps = sorted(p for r in rs if (p := val(r["delta_pct"])) is not None)
         moved_by = signed("duration_ns", ds[0]) if len(ds) == 1 or ds[0] == ds[-1] else \
             f"{signed('duration_ns', ds[0])} to {signed('duration_ns', ds[-1])}"
-        by_pct = [] if not ps else [f"{ps[0]:+.1f} %" if ps[0] == ps[-1] else f"{ps[0]:+.1f} to {ps[-1]:+.1f} %"]
+        by_pct = [] if not ps else [f"{ps[0]:+z.1f} %" if ps[0] == ps[-1] else f"{ps[0]:+z.1f} to {ps[-1]:+z.1f} %"]
         return f"{moved_by} ({', '.join([*by_pct, *kinds])})"
 
     changed = df.filter(pl.col("verdict") != "unchanged")
@@ -3193,7 +3193,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         shown = sorted(clocked_nsys, key=lambda r: (r["scope"] != "gpu", -abs(delta(r))))[:top + 1]
         lines.append(f"Times {CLOCK_NOTE} in as many cycles: " + "; ".join(
             (f"GPU busy, {r['key']}" if r["scope"] == "gpu" else label[r["key"]])
-            + f" {signed(r['metric'], delta(r))} ({val(r['delta_pct']):+.1f} %) "
+            + f" {signed(r['metric'], delta(r))} ({val(r['delta_pct']):+z.1f} %) "
             + r["note"][r["note"].index(CLOCK_NOTE) + len(CLOCK_NOTE):].partition(" in as many")[0].strip()
             for r in shown) + ": the clock, not the code (not judged)")
     wall = changed.filter((pl.col("scope") == "nvtx") & pl.col("metric").is_in(["range_total_ns", "range_med_ns"]))
@@ -3267,7 +3267,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         totals = m.get("launch_total_ns", [])
         base = sum(val(r["base"]) or 0 for r in totals)
         total = sum(delta(r) for r in totals)
-        pct = [f"{100 * total / base:+.1f} %"] if base else []
+        pct = [f"{100 * total / base:+z.1f} %"] if base else []
         per = "unchanged" if all(delta(r) == 0 for r in medians) else durations(medians, []).partition(" (")[0]
         single = all(val(r["base"]) in (None, 1.0) and val(r["new"]) in (None, 1.0) for r in m.get("launches", []))
         lines.append(f"ncu {label[name]}, {launches(m)}: {signed('duration_ns', total)} in all "
@@ -3350,7 +3350,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         shown = sorted(paced, key=lambda r: -abs(val(r["delta_pct"]) or 0))[:top]
         more = len(paced) - len(shown)
         lines.append(f"Request latency {HOST_PACE_NOTE}: " + "; ".join(
-            (f"{r['key']} " if r["key"] != "requests" else "") + f"{_STAT[r['metric']]} {val(r['delta_pct']):+.1f} % "
+            (f"{r['key']} " if r["key"] != "requests" else "") + f"{_STAT[r['metric']]} {val(r['delta_pct']):+z.1f} % "
             f"({pace(r)})" for r in shown) + (f" and {more} more" if more else "")
             + ": the host, not the code (not judged)")
     return lines
@@ -3624,7 +3624,7 @@ def display(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame
         "metric": df["metric"],
         "base": [_human(m, v, other) for m, v, other in zip(df["metric"], df["base"], df["new"], strict=True)],
         "new": [_human(m, v, other) for m, v, other in zip(df["metric"], df["new"], df["base"], strict=True)],
-        "delta": ["" if p is None else f"{p:+.1f}%" for p in df["delta_pct"]],
+        "delta": ["" if p is None else f"{p:+z.1f}%" for p in df["delta_pct"]],
     }
     if "noise_pct" in df.columns:  # (the repeats' largest change of the key, interval included: diff --repeat)
         cols["noise"] = ["" if p is None else f"±{p:.1f}%" for p in df["noise_pct"]]

@@ -671,7 +671,7 @@ def _note(rows: list[dict]) -> str:
             continue
         pcts = sorted(r["delta_pct"] for r in mine if r["delta_pct"] is not None and not math.isnan(r["delta_pct"]))
         how = "" if v in ("added", "removed") or not pcts else \
-            f" ({pcts[0]:+.1f} %)" if len(pcts) == 1 else f" ({pcts[0]:+.1f} to {pcts[-1]:+.1f} %)"
+            f" ({pcts[0]:+z.1f} %)" if len(pcts) == 1 else f" ({pcts[0]:+z.1f} to {pcts[-1]:+z.1f} %)"
         parts.append(f"{v} on {ranks_text([r['rank'] for r in mine])}{how}")
     return "; ".join(parts)
 
@@ -818,13 +818,13 @@ def display(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame
         "metric": df["metric"].to_list(),
         "base": [human(r["metric"], r["base"], r["new"]) for r in rows],
         "new": [human(r["metric"], r["new"], r["base"]) for r in rows],
-        "delta": ["" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%" for r in rows],
+        "delta": ["" if r["delta_pct"] is None else f"{r['delta_pct']:+z.1f}%" for r in rows],
         **({"noise": ["" if r["noise_pct"] is None else f"±{r['noise_pct']:.1f}%" for r in rows]}
            if "noise_pct" in df.columns else {}),  # (the repeats' largest change of the key: --repeat)
         "verdict": shown_verdicts(df),
         "ranks": [judged(r) for r in rows],
         "top_rank": ["" if r["top_rank"] is None or r["top_rank_delta_pct"] in (None, 0.0) else
-                     f"{r['top_rank']} ({r['top_rank_delta_pct']:+.1f}%)" for r in rows],
+                     f"{r['top_rank']} ({r['top_rank_delta_pct']:+z.1f}%)" for r in rows],
         "note": df["note"].to_list(),
     }
     return pl.DataFrame(cols, schema=dict.fromkeys(cols, pl.Utf8))
@@ -853,7 +853,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             if r["verdict"] in ("added", "removed"):
                 return r["verdict"]
             d = r["new"] - r["base"]
-            return f"{'+' if d >= 0 else '-'}{_human(r['metric'], abs(d))} ({r['delta_pct']:+.1f} %, {r['verdict']})"
+            return f"{'+' if d >= 0 else '-'}{_human(r['metric'], abs(d))} ({r['delta_pct']:+z.1f} %, {r['verdict']})"
 
         lines.append("Job time (the slowest rank's, instance by instance): " + "; ".join(
             f"{r['key']} {'total' if r['metric'] == 'job_total_ns' else 'median'} {change(r)}" for r in shown))

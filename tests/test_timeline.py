@@ -218,6 +218,24 @@ def test_captures_without_nvtx_or_without_cuda(tk):
         nv_bars, gpu_bars = _bars(spec)
         assert len(nv_bars) == data.nvtx.height and len(gpu_bars) == data.gpu.height
         assert len(nv_bars) + len(gpu_bars) > 0
+        # the lanes the subtitle describes are those drawn
+        lanes = " ".join(spec["title"]["subtitle"])
+        assert ("NVTX ranges per thread" in lanes, "GPU kernels" in lanes) == (bool(nv_bars), bool(gpu_bars)), lanes
+
+
+def test_a_capture_whose_window_missed_the_gpu_work_says_why_no_gpu_lane_is_drawn(tmp_path):
+    """nsys traced CUDA but its window held none of the program's GPU work: the timeline of
+    its NVTX ranges says so, as the report's header does, and describes no GPU lane."""
+    with tracekit.open(tmp_path / "m.duckdb") as tk, pytest.warns(CaptureWarning):
+        tk.ingest(NSYS_EXPORTS["window_missed"], name="missed")
+    with tracekit.open(tmp_path / "m.duckdb", read_only=True) as tk:
+        spec = charts.chart(tk, "timeline", run="missed").to_dict()
+    nv_bars, gpu_bars = _bars(spec)
+    *said, lanes = spec["title"]["subtitle"]  # (long lines wrapped)
+    said = " ".join(said)
+    assert nv_bars and not gpu_bars
+    assert "the run holds no CUDA event at all (no API call, kernel or copy), though its capture traced CUDA" in said
+    assert lanes.startswith("NVTX ranges per thread and nesting depth; hover") and "GPU" not in lanes, lanes
 
 
 def test_more_than_the_bound_is_an_error_that_says_how_to_choose_a_window(tk, monkeypatch):
@@ -487,7 +505,7 @@ def test_the_report_of_a_run_without_nvtx_or_above_the_bound(tk, tmp_path, monke
     assert 'id="chart-timeline"' not in section and 'class="caption"' not in section
 
 
-def test_a_run_without_nvtx_above_the_bound_is_shown_by_its_middle_ops(tk, tmp_path, monkeypatch):
+def test_a_run_without_nvtx_above_the_bound_is_shown_by_its_middle_ops(tk, store, tmp_path, monkeypatch, capsys):
     """No NVTX range to pick a request by, and more events than a timeline draws (the bound
     made small): the report shows the middle MIDDLE_OPS GPU ops in start order (not the
     warm-up's first), saying so; chart timeline's error proposes that window, which draws
@@ -509,6 +527,15 @@ def test_a_run_without_nvtx_above_the_bound_is_shown_by_its_middle_ops(tk, tmp_p
     section = _timeline_section(path)
     assert html.escape(f"Shown: the middle 10 of the run's {n:,} GPU ops, {(hi - lo) / 1e6:,.3f} ms from {lo} ns") in section
     assert len(_bars(_spec(path))[1]) == len(drawn) and '<p class="note">' not in section
+    # the command the caption gives writes the window shown, not the whole run
+    command = re.search(r"<code>tracekit (export trace [^<]*)</code> writes it for ui.perfetto.dev", section)[1]
+    assert command == f"export trace --run {_run_id(tk, 'cuda_only')} --from {lo} --to {hi} -o window.json"
+    let_go(tk)
+    out = tmp_path / "window.json"
+    assert cli_main(["--db", str(store), *command.split()[:-1], str(out)]) == 0
+    capsys.readouterr()
+    header = json.loads(out.read_text())["otherData"]
+    assert (header["window_start_ns"], header["window_end_ns"]) == (lo, hi)
 
 
 def _lab(colour: str) -> tuple[float, float, float]:
@@ -727,5 +754,6 @@ def test_a_timeline_of_ranks_with_nothing_in_the_span_says_why(tmp_path):
         spec = charts.timeline(t).to_dict()
     assert t.nvtx.is_empty() and t.gpu.is_empty()
     assert spec["title"]["text"] == "Timeline · rank 3 of run 1's job (r0) · step instance 3 of 20"
-    assert re.fullmatch(r"rank 3: nothing in this span \(its capture began \+[0-9,]+\.[0-9]{3} s from this run's\)",
-                        spec["title"]["subtitle"]), spec["title"]
+    assert re.fullmatch(r"rank 3: nothing in this span \(its capture began \+[0-9,]+\.[0-9]{3} s from this run's\) · "
+                        r"rank 3: its run holds no CUDA event at all \(no API call, kernel or copy\), though its "
+                        r"capture traced CUDA: .*", spec["title"]["subtitle"]), spec["title"]

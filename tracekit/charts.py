@@ -155,6 +155,15 @@ def _fold_repeats(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _signed_text(field: str, digits: int = 1) -> dict:
+    """A text channel of ``field`` with its sign, to ``digits`` decimals (``+1.5``, ``−0.3``), where
+    a value that rounds to zero reads ``+0.0``: d3's format, which has no ``z``, writes ``−0.0``
+    for -0.03; blank where the field is null."""
+    scale = 10 ** digits
+    return alt.value(alt.expr(f"datum[{field!r}] == null ? '' : "
+                              f"format(round(datum[{field!r}] * {scale}) / {scale} + 0, '+.{digits}f')"))
+
+
 def _end_labels(chart: alt.Chart, **encoding) -> alt.Chart:
     """Value labels just past the end of horizontal bars (``encoding``: their y, x and text)."""
     return chart.mark_text(align="left", dx=3, fontSize=10, color="#222").encode(**encoding)
@@ -1583,7 +1592,7 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     pairs = list(zip(parts, got, strict=True))
     notes = tuple(f"rank {part.rank} {untraced_words(k, traced_said(tk, part.run_id))}" for part, g in pairs
                   for k in g.missing if k not in missing)
-    notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+,.3f} s from "
+    notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+z,.3f} s from "
                    "this run's)" for part, g in pairs if g.events == 0 and len(g.missing) < 2)
     notes += tuple(f"rank {part.rank}: {note}" for part, g in pairs for note in g.notes)
 
@@ -1741,7 +1750,15 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
     none read where the window holds more than ``TIMELINE_BARS`` events. A run alone
     captured without NVTX and CUDA tracing is an error; a job's rank so captured, no rows."""
     from .interrupts import stoppable
-    from .registry import get_registry, retell, traced_said, untraced, untraced_words
+    from .registry import (
+        NO_CUDA_EVENT,
+        get_registry,
+        no_cuda_event,
+        retell,
+        traced_said,
+        untraced,
+        untraced_words,
+    )
 
     run_id, w = part.run_id, part.window
     if run_name is None:
@@ -1783,6 +1800,8 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
                  "them)",)
     python, said = _python_rows(tk, part, TIMELINE_BARS - ranges - ops - faults.height)
     notes += said
+    if "CUDA" not in missing and not ops and no_cuda_event(tk, run_id):  # (no GPU lane: why)
+        notes += (f"{'the run' if part.rank is None else 'its run'} {NO_CUDA_EVENT}",)
     if part.shift_ns:
         moved = [pl.col(c) + part.shift_ns for c in ("start_ns", "end_ns")]
         nv, gpu, faults, python = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu, faults, python))
@@ -2069,16 +2088,14 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             *(untraced_words(what, t.said, verb=False) for what in t.untraced), *t.notes]
     return alt.layer(*layers).resolve_scale(color="independent", stroke="independent").properties(
         width=TIMELINE_WIDTH, height=alt.Step(20),
-        title=alt.Title(title, subtitle=[
-            " · ".join(said),
-            "NVTX ranges per thread and nesting depth, then "
-            + ("the Python calls sampled per thread and level, then " if not t.python.is_empty() else "")
-            + "GPU kernels, copies (reds)"
-            + (", memsets (greys) and CUDA graph launches traced whole (purples)" if graphs else " and memsets (greys)")
-            + " per device and stream"
-            + ("; Unified Memory page faults (the GPU's by access type, the CPU's per process)"
-               if not t.faults.is_empty() else "")
-            + "; hover for each one's numbers, scroll or drag to zoom, double-click to reset"]))
+        title=alt.Title(title, subtitle=[" · ".join(said), "; ".join([", then ".join(  # (the lanes drawn)
+            ["NVTX ranges per thread and nesting depth"] * (not nv.is_empty())
+            + ["the Python calls sampled per thread and level"] * (not t.python.is_empty())
+            + ["GPU kernels, copies (reds)"
+               + (", memsets (greys) and CUDA graph launches traced whole (purples)" if graphs else " and memsets (greys)")
+               + " per device and stream"] * (not gpu.is_empty())),
+            *["Unified Memory page faults (the GPU's by access type, the CPU's per process)"] * (not t.faults.is_empty()),
+            "hover for each one's numbers, scroll or drag to zoom, double-click to reset"])]))
 
 
 def sweep_latency(df: pl.DataFrame) -> alt.LayerChart:
@@ -2372,7 +2389,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     lines = alt.Chart(_data([{"x": x} for f in sorted(floors) for x in (-100 * f / (100 + f), f)])).mark_rule(
         strokeDash=[5, 4], color="#777").encode(x=alt.X("x:Q", scale=scale))
     text = base.mark_text(align="left", dx=4, fontSize=10, color="#222").encode(
-        y=y, x=alt.value(WIDTH - 255), text=alt.Text("delta_pct:Q", format="+.1f"))
+        y=y, x=alt.value(WIDTH - 255), text=_signed_text("delta_pct"))
     return alt.layer(lines, zero, bars, whiskers, text).properties(
         width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
 
@@ -2901,7 +2918,7 @@ def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
         color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE), legend=None))
     layers = [bars]
     if not dense:
-        layers.append(_end_labels(base, y=y, x="ms:Q", text=alt.Text("vs_median:Q", format="+.1f")))
+        layers.append(_end_labels(base, y=y, x="ms:Q", text=_signed_text("vs_median")))
     label = dense or "label: % against the median rank"
     return alt.layer(*layers, data=_data(rows)).properties(width=260, height=height).facet(
         column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
@@ -3248,8 +3265,20 @@ def _with_subtitle(ch: alt.TopLevelMixin, *lines: str) -> alt.TopLevelMixin:
     had = [sub] if isinstance(sub, str) else list(sub)
     if not lines and all(len(x) <= SUBTITLE_CHARS for x in had):
         return ch
-    d["subtitle"] = [w for x in [*had, *lines] for w in textwrap.wrap(x, SUBTITLE_CHARS, break_on_hyphens=False) or [""]]
+    d["subtitle"] = [w for x in [*had, *lines] for w in _wrapped(x)]
     return ch.properties(title=alt.Title(**d))
+
+
+def _wrapped(line: str, width: int = SUBTITLE_CHARS) -> list[str]:
+    """``line`` in lines of at most ``width`` characters, broken at a space, but not inside a
+    short `` · ``-separated part of it (``rank 3 GPU 0 busy 1.2 %`` stays whole on a line)."""
+    glue = "\0"  # (a short part's spaces, which textwrap does not break at)
+    parts = [p.replace(" ", glue) if len(p) <= _WHOLE_PART else p for p in line.split(" · ")]
+    return [w.replace(glue, " ") for w in textwrap.wrap(" · ".join(parts), width, break_on_hyphens=False) or [""]]
+
+
+#: the longest `` · ``-separated part of a subtitle's line kept whole on one of its lines
+_WHOLE_PART = 40
 
 
 def spec(ch: alt.TopLevelMixin) -> dict:

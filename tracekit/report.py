@@ -168,8 +168,9 @@ def typical_request(tk, run_id: int) -> tuple[dict[str, Any], str]:
         return {"from_ns": stretch.start_ns, "to_ns": stretch.end_ns}, (
             f"Shown: {stretch.said()}, {(stretch.end_ns - stretch.start_ns) / 1e6:,.3f} ms from {stretch.start_ns} ns "
             f"(the run has more GPU ops than the {TIMELINE_BARS:,} a timeline draws, and no NVTX range to pick a "
-            f"request from). `tracekit chart timeline --run {run_id} -p from_ns=START -p to_ns=END` draws another "
-            f"window; {whole}")
+            f"request from). `tracekit export trace --run {run_id} --from {stretch.start_ns} --to {stretch.end_ns} "
+            f"-o window.json` writes it for ui.perfetto.dev; `tracekit chart timeline --run {run_id} -p from_ns=START "
+            f"-p to_ns=END` draws another window; {whole}")
     nvtx, param = shlex.quote(pick.name), shlex.quote(f"nvtx={pick.name}")  # (a name with a space, for the shell)
     shown = f"{pick.name} instance {pick.instance} of {pick.instances:,}"
     dur = f"{pick.dur_ns / 1e6:,.3f} ms"
@@ -650,7 +651,7 @@ def diff_table_html(df: pl.DataFrame, limit: int = DIFF_ROWS) -> str:
 
     def interval(r: dict, t: dict) -> str:
         lo, hi = r["delta_pct_low"], r["delta_pct_high"]
-        return f"<td>{'' if lo is None or hi is None else f'{lo:+.1f} … {hi:+.1f}'}</td>"
+        return f"<td>{'' if lo is None or hi is None else f'{lo:+z.1f} … {hi:+z.1f}'}</td>"
 
     return _comparison_html(df, limit, _diff.display, [
         ("interval", "interval [%]", False, interval),

@@ -557,6 +557,26 @@ def test_a_launch_ncu_did_not_measure_has_no_grid_or_block(plain, page):
                                                                        (1, 528, 1, 512, 1, 1)]
 
 
+def test_the_reader_child_reads_with_this_tracekit(tmp_path, monkeypatch, reports_read_each_time):
+    """The child interpreter that reads a .ncu-rep imports the tracekit this process runs, not
+    another found first on its path: a checkout put on sys.path by a script, with none or an
+    older one installed, had its child fail at import, and the good report said to be damaged
+    ("ncu_report failed reading it (ModuleNotFoundError: No module named 'tracekit')")."""
+    from tracekit.ingest import ncu_rep
+
+    if ncu_rep._child_env() is None:
+        pytest.skip("tracekit installed as a package: its child finds it where this process did")
+    other = tmp_path / "other" / "tracekit"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("raise ImportError('another tracekit, first on the path')\n")
+    monkeypatch.setenv("PYTHONPATH", str(other.parent))
+    report = tmp_path / "report.ncu-rep"
+    with lzma.open(DATA / "ncu_sections" / "report.ncu-rep.xz") as src:
+        report.write_bytes(src.read())
+    meta, kernels, *_ = ncu_rep.read_report(report)
+    assert kernels.height > 0
+
+
 def test_a_reader_child_that_dies_with_a_line_of_its_own_is_a_damaged_report(tmp_path, monkeypatch):
     """The child that reads a .ncu-rep refuses a report with one line naming it (exit 2);
     a child that dies otherwise with status 2 (NVIDIA's ncu_report on a report with bytes

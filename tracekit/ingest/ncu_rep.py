@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -251,6 +253,21 @@ SOURCE_TABLES = {"ncu_source": "source.parquet", "ncu_source_stalls": "stalls.pa
                  "ncu_source_lines": "lines.parquet"}
 
 
+#: the folder this process imported the tracekit package from
+_IMPORT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _child_env() -> dict[str, str] | None:
+    """The report reader's environment: this one, where this tracekit is the one installed;
+    else with its folder first on PYTHONPATH (a checkout put on sys.path, or one installed in
+    development mode): the child reads the report with this code, not with another tracekit
+    found first, or none, which it blamed on the report."""
+    installed = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    if _IMPORT_ROOT in installed:
+        return None
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(_IMPORT_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
 class ReportRead:
     """A report being read in a child interpreter (``start_report``): ``result()`` waits for
     it, ``cancel()`` stops it; either removes its files."""
@@ -261,7 +278,7 @@ class ReportRead:
         out = Path(self._tmp.name)
         argv = [sys.executable, "-m", __name__, str(path), str(out)] + (["--source-only"] if source_only else [])
         with (out / "stderr").open("w") as err:  # (a file: a pipe unread until the end could fill)
-            self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+            self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=_child_env())
 
     def result(self) -> tuple[dict, pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None, dict[str, pl.DataFrame]]:
         """What ``read_report`` returns; the child's one-line refusal raised as the same InputError."""

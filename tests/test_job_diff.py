@@ -920,9 +920,9 @@ def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, cap
 
 
 def test_a_change_that_rounds_to_zero_reads_plus_zero(tk, store, capsys, monkeypatch):
-    """rank 3 of base against base_again: GPU busy 5.145 -> 5.143 ms is -0.04 %, which the
-    tables showed as -0.0% (the note keeps its two decimals); the comparisons of the jobs and
-    the compare table, whose cells say the change too, show no -0.0 either."""
+    """rank 3 of base against base_again: GPU busy 5.145 -> 5.143 ms is -0.04 %, which reads
+    +0.0% (its note keeps two decimals, -0.04%); no table of a comparison, of runs or of jobs,
+    shows -0.0."""
     monkeypatch.setenv("COLUMNS", "250")
     outs = []
     for args in (["diff", "4", "8"], ["diff", "--jobs", "1", "5"], ["compare", "4", "8", "12"]):

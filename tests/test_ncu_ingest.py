@@ -559,9 +559,9 @@ def test_a_launch_ncu_did_not_measure_has_no_grid_or_block(plain, page):
 
 def test_the_reader_child_reads_with_this_tracekit(tmp_path, monkeypatch, reports_read_each_time):
     """The child interpreter that reads a .ncu-rep imports the tracekit this process runs, not
-    another found first on its path: a checkout put on sys.path by a script, with none or an
-    older one installed, had its child fail at import, and the good report said to be damaged
-    ("ncu_report failed reading it (ModuleNotFoundError: No module named 'tracekit')")."""
+    another found first on its path (a checkout put on sys.path by a script, with none or an
+    older one installed): else the child fails at import, or reads with other code, and a good
+    report is said to be damaged ("ncu_report failed reading it (ModuleNotFoundError: ...)")."""
     from tracekit.ingest import ncu_rep
 
     if ncu_rep._child_env() is None:

@@ -755,5 +755,5 @@ def test_a_timeline_of_ranks_with_nothing_in_the_span_says_why(tmp_path):
     assert t.nvtx.is_empty() and t.gpu.is_empty()
     assert spec["title"]["text"] == "Timeline · rank 3 of run 1's job (r0) · step instance 3 of 20"
     assert re.fullmatch(r"rank 3: nothing in this span \(its capture began \+[0-9,]+\.[0-9]{3} s from this run's\) · "
-                        r"rank 3: its run holds no CUDA event at all \(no API call, kernel or copy\), though its "
+                        r"rank 3 holds no CUDA event at all \(no API call, kernel or copy\), though its "
                         r"capture traced CUDA: .*", spec["title"]["subtitle"]), spec["title"]

@@ -155,13 +155,11 @@ def _fold_repeats(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _signed_text(field: str, digits: int = 1) -> dict:
-    """A text channel of ``field`` with its sign, to ``digits`` decimals (``+1.5``, ``−0.3``), where
-    a value that rounds to zero reads ``+0.0``: d3's format, which has no ``z``, writes ``−0.0``
-    for -0.03; blank where the field is null."""
-    scale = 10 ** digits
-    return alt.value(alt.expr(f"datum[{field!r}] == null ? '' : "
-                              f"format(round(datum[{field!r}] * {scale}) / {scale} + 0, '+.{digits}f')"))
+def _signed(value: float | None, digits: int = 1) -> str | None:
+    """``value`` with its sign, to ``digits`` decimals, as the tables write it (``+1.5``, ``-0.3``;
+    ``+0.0`` where it rounds to zero): a chart's label or tooltip text, as d3's format, which
+    has no ``z``, writes -0.03 as ``−0.0``; None for none."""
+    return None if value is None or not math.isfinite(value) else f"{value:+z.{digits}f}"
 
 
 def _end_labels(chart: alt.Chart, **encoding) -> alt.Chart:
@@ -1536,7 +1534,14 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     ``rank`` and its times on the run's clock (tracekit.trace.job_parts: by each export's
     session start). More than ``TIMELINE_BARS`` events in the window is a QueryError that says
     how to choose one."""
-    from .registry import resolve_run, retell, traced_said, untraced_words
+    from .registry import (
+        no_cuda_event,
+        no_cuda_words,
+        resolve_run,
+        retell,
+        traced_said,
+        untraced_words,
+    )
     from .trace import Options, Part, job_parts, job_span_outside, ranks_that_fit, resolve_window
 
     run_id = resolve_run(tk, run, "nsys", "chart timeline", spans_runs=False)
@@ -1595,6 +1600,8 @@ def timeline_data(tk, run: str | int | None = None, nvtx: str | None = None, ins
     notes += tuple(f"rank {part.rank}: nothing in this span (its capture began {part.shift_ns / 1e9:+z,.3f} s from "
                    "this run's)" for part, g in pairs if g.events == 0 and len(g.missing) < 2)
     notes += tuple(f"rank {part.rank}: {note}" for part, g in pairs for note in g.notes)
+    if none := [part.rank for part, g in pairs if "CUDA" not in g.missing and not g.ops and no_cuda_event(tk, part.run_id)]:
+        notes += (f"{ranks_text(none)} {no_cuda_words(many=len(none) > 1)}",)
 
     return Timeline(run_id, run_name, window, _joined(pairs, "nvtx"), _joined(pairs, "gpu"), missing,
                     tuple(x.rank for x in parts), notes, faults=_joined(pairs, "faults"), python=_joined(pairs, "python"))
@@ -1800,8 +1807,8 @@ def _timeline_rows(tk, part, run_name: str | None) -> _Rows:
                  "them)",)
     python, said = _python_rows(tk, part, TIMELINE_BARS - ranges - ops - faults.height)
     notes += said
-    if "CUDA" not in missing and not ops and no_cuda_event(tk, run_id):  # (no GPU lane: why)
-        notes += (f"{'the run' if part.rank is None else 'its run'} {NO_CUDA_EVENT}",)
+    if part.rank is None and "CUDA" not in missing and not ops and no_cuda_event(tk, run_id):  # (no GPU lane: why)
+        notes += (f"the run {NO_CUDA_EVENT}",)  # (a job's ranks: said once of them all, timeline_data)
     if part.shift_ns:
         moved = [pl.col(c) + part.shift_ns for c in ("start_ns", "end_ns")]
         nv, gpu, faults, python = (f.with_columns(moved) if not f.is_empty() else f for f in (nv, gpu, faults, python))
@@ -2336,6 +2343,9 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                 judged_by[1].removeprefix("the ").removesuffix(" of identical captures"))
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
+                     **{f"{k}_said": _signed(r[c], 2) for k, c in (("delta_pct", "delta_pct"), ("low", "delta_pct_low"),
+                                                                  ("high", "delta_pct_high"))},
+                     "delta_pct_label": _signed(r["delta_pct"]),
                      "verdict": "host-timed, not judged" if unjudged else
                      (r["verdict"] == "unchanged" and held_by(r["note"])) or r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})
@@ -2378,8 +2388,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
         domain=list(_VERDICT_COLOURS), range=list(_VERDICT_COLOURS.values())))
     bars = base.mark_bar(height=14).encode(
         y=y, x=alt.X("delta_pct:Q", title=x_title, scale=scale, axis=_change_axis(scale)), color=colour,
-        tooltip=[alt.Tooltip("key:N"), alt.Tooltip("metric:N"), alt.Tooltip("delta_pct:Q", format="+.2f"),
-                 alt.Tooltip("low:Q", format="+.2f"), alt.Tooltip("high:Q", format="+.2f"),
+        tooltip=[alt.Tooltip("key:N"), alt.Tooltip("metric:N"), alt.Tooltip("delta_pct_said:N", title="delta_pct"),
+                 alt.Tooltip("low_said:N", title="low"), alt.Tooltip("high_said:N", title="high"),
                  alt.Tooltip("verdict:N"), alt.Tooltip("p:Q", format=".2g"), alt.Tooltip("note:N")])
     whiskers = base.transform_filter("datum.low != null && datum.high != null").mark_rule(
         color="#222", strokeWidth=1.5).encode(y=y, x=alt.X("low:Q", scale=scale), x2="high:Q")
@@ -2389,7 +2399,7 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
     lines = alt.Chart(_data([{"x": x} for f in sorted(floors) for x in (-100 * f / (100 + f), f)])).mark_rule(
         strokeDash=[5, 4], color="#777").encode(x=alt.X("x:Q", scale=scale))
     text = base.mark_text(align="left", dx=4, fontSize=10, color="#222").encode(
-        y=y, x=alt.value(WIDTH - 255), text=_signed_text("delta_pct"))
+        y=y, x=alt.value(WIDTH - 255), text="delta_pct_label:N")
     return alt.layer(lines, zero, bars, whiskers, text).properties(
         width=WIDTH - 260, height=alt.Step(22), title=alt.Title("Largest changes", subtitle=subtitle))
 
@@ -2586,6 +2596,8 @@ def _roof_points(df: pl.DataFrame, chart: str, *more: pl.Expr) -> tuple[_Roof, l
         "key", "name", "how", "side", "run", "verdict", "launches", (pl.col("duration_ns") / 1000).alias("duration_us"),
         "ai_dram", "flops_per_s", "roof_pct", "bound", "precision", "delta_pct", *more,
     ).with_columns(pl.col("key").replace_strict(short, return_dtype=pl.String).alias("label")).to_dicts()
+    for d in data:
+        d["delta_pct_said"] = _signed(d["delta_pct"])
     return _roof(df, chart=f"chart {chart}"), data
 
 
@@ -2598,7 +2610,7 @@ def _roof_tooltip(verdict: alt.Tooltip) -> list[alt.Tooltip]:
             alt.Tooltip("flops_per_s:Q", title="FLOP/s", format=".3~s"),
             alt.Tooltip("roof_pct:Q", title="% of roof", format=".1f"), alt.Tooltip("precision:N"),
             alt.Tooltip("bound:N"), verdict,
-            alt.Tooltip("delta_pct:Q", title="median duration change [%]", format="+.1f")]
+            alt.Tooltip("delta_pct_said:N", title="median duration change [%]")]
 
 
 def _by_launch_order(data: list[dict], where: str) -> list[str]:
@@ -2718,7 +2730,7 @@ def compare_roofline(df: pl.DataFrame) -> alt.LayerChart:
     # a line per (kernel, run): from the base's point to the run's, in the run's colour
     segments = [{**p, "pair": f"{d['side']}|{d['key']}", "end": e} for d in data if d["side"] and d["key"] in base
                 for e, p in ((0, {**base[d["key"]], "run": d["run"], "verdict": d["verdict"], "judged": d["judged"],
-                                  "delta_pct": d["delta_pct"]}), (1, d))]
+                                  "delta_pct": d["delta_pct"], "delta_pct_said": d["delta_pct_said"]}), (1, d))]
     opacity = alt.condition("datum.judged", alt.value(0.95), alt.value(0.3))
     lines = alt.Chart(_data(segments)).mark_line(strokeWidth=2).encode(
         detail="pair:N", order="end:Q", opacity=opacity, **enc)
@@ -2830,8 +2842,8 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
     runs = runs_of(d)
     jobs = "jobs" in df.columns and bool(df["jobs"][0])  # (compare --jobs's)
     rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"], "run": r["run"],
-             "delta_pct": r["delta_pct"], "verdict": r["verdict"], "judged": r["verdict"] in ("regressed", "improved"),
-             "note": r["note"] or ""} for r in d.iter_rows(named=True)]
+             "delta_pct": r["delta_pct"], "delta_pct_said": _signed(r["delta_pct"], 2), "verdict": r["verdict"],
+             "judged": r["verdict"] in ("regressed", "improved"), "note": r["note"] or ""} for r in d.iter_rows(named=True)]
     order = list(dict.fromkeys(r["label"] for r in rows))
     lim = max(max(abs(r["delta_pct"]) for r in rows) * 1.15, 10.0)
     scale = alt.Scale(domain=[-lim, lim], clamp=True) if lim <= 300 else \
@@ -2844,7 +2856,7 @@ def compare(df: pl.DataFrame) -> alt.LayerChart:
         color=alt.Color("run:N", sort=runs, title="job" if jobs else "run", legend=alt.Legend(orient="bottom")),
         opacity=alt.condition("datum.judged", alt.value(1.0), alt.value(0.3)),
         tooltip=[alt.Tooltip("run:N"), alt.Tooltip("key:N"), alt.Tooltip("metric:N"),
-                 alt.Tooltip("delta_pct:Q", format="+.2f"), alt.Tooltip("verdict:N"), alt.Tooltip("note:N")])
+                 alt.Tooltip("delta_pct_said:N", title="delta_pct"), alt.Tooltip("verdict:N"), alt.Tooltip("note:N")])
     zero = alt.Chart(_data([{"x": 0}])).mark_rule(color="#444").encode(x=alt.X("x:Q", scale=scale))
     base = df["base_run"][0] if "base_run" in df.columns and df.height else "the base"
     subtitle = [
@@ -2905,20 +2917,21 @@ def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
         med = statistics.median(values) if values else None
         for r in df.iter_rows(named=True):
             if r[col] is not None:
+                vs = 100.0 * (r[col] - med) / med if med else None
                 rows.append({"r": f"rank {r['rank']}", "measure": label, "ms": r[col] / 1e6, "host": r.get("host"),
-                             "vs_median": 100.0 * (r[col] - med) / med if med else None})
+                             "vs_median": vs, "vs_median_said": _signed(vs)})
     order = [f"rank {r}" for r in df.get_column("rank").to_list()]
     y, height, dense = _rank_axis(order, 22)
     tip = [alt.Tooltip("r:N", title="rank"), alt.Tooltip("host:N"), alt.Tooltip("measure:N"),
            alt.Tooltip("ms:Q", title="time [ms]", format=",.3f"),
-           alt.Tooltip("vs_median:Q", title="vs the median rank [%]", format="+.1f")]
+           alt.Tooltip("vs_median_said:N", title="vs the median rank [%]")]
     base = alt.Chart()
     bars = base.mark_bar().encode(
         y=y, x=alt.X("ms:Q", title="time [ms]"), tooltip=tip,
         color=alt.Color("measure:N", sort=[m[1] for m in measures], scale=alt.Scale(scheme=PALETTE), legend=None))
     layers = [bars]
     if not dense:
-        layers.append(_end_labels(base, y=y, x="ms:Q", text=_signed_text("vs_median")))
+        layers.append(_end_labels(base, y=y, x="ms:Q", text="vs_median_said:N"))
     label = dense or "label: % against the median rank"
     return alt.layer(*layers, data=_data(rows)).properties(width=260, height=height).facet(
         column=alt.Column("measure:N", sort=[m[1] for m in measures], title=None)
@@ -2945,13 +2958,13 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
         pl.lit(100.0).alias("med_pct"),
         pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
     )
-    data = d.select("label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest",
-                    "slowest_lag_pct").to_dicts()
+    data = [{**r, "slowest_lag_said": _signed(r["slowest_lag_pct"])} for r in d.select(
+        "label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest", "slowest_lag_pct").to_dicts()]
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
     tip = [alt.Tooltip("label:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
            alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
            alt.Tooltip("max_ms:Q", title="slowest [ms]", format=",.3f"), alt.Tooltip("slowest:N", title="slowest"),
-           alt.Tooltip("slowest_lag_pct:Q", title="slowest vs median [%]", format="+.1f")]
+           alt.Tooltip("slowest_lag_said:N", title="slowest vs median [%]")]
     base = alt.Chart(_data(data))
     rule = base.mark_rule(color="#888", strokeWidth=2).encode(
         y=y, x=alt.X("min_pct:Q", title="duration across ranks [% of the median rank's]"), x2="max_pct:Q", tooltip=tip)
@@ -2972,7 +2985,8 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
     if df.is_empty():
         return _no_data("Ranks x NVTX ranges")
     d = df.with_columns((pl.col("total_ns") / 1e6).alias("total_ms"), pl.format("rank {}", pl.col("rank")).alias("r"))
-    data = d.select("path", "r", "rank", "total_ms", "vs_median_pct", "instances").to_dicts()
+    data = [{**r, "vs_median_said": _signed(r["vs_median_pct"])}
+            for r in d.select("path", "r", "rank", "total_ms", "vs_median_pct", "instances").to_dicts()]
     ranks = [f"rank {r}" for r in sorted(set(df.get_column("rank").to_list()))]
     lim = max(5.0, float(df.get_column("vs_median_pct").abs().max() or 0.0))
     y, height, dense = _rank_axis(ranks, 28)
@@ -2984,7 +2998,7 @@ def rank_heatmap(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
                         scale=alt.Scale(scheme="redblue", reverse=True, domain=[-lim, lim])),
         tooltip=[alt.Tooltip("r:N", title="rank"), alt.Tooltip("path:N", title="NVTX path"),
                  alt.Tooltip("total_ms:Q", title="total [ms]", format=",.3f"), alt.Tooltip("instances:Q"),
-                 alt.Tooltip("vs_median_pct:Q", title="vs median rank [%]", format="+.1f")],
+                 alt.Tooltip("vs_median_said:N", title="vs median rank [%]")],
     )
     if dense:
         return cells.properties(width=alt.Step(90), height=height, title=alt.Title(
@@ -3029,7 +3043,8 @@ def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
 
     short = short_keys(df, 34)  # (with its scope, within the axis's labelLimit: 260 px)
     rows = [{"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
-             "r": f"rank {r['rank']}", "delta_pct": r["delta_pct"], "verdict": r["verdict"],
+             "r": f"rank {r['rank']}", "delta_pct": r["delta_pct"], "delta_pct_said": _signed(r["delta_pct"]),
+             "verdict": r["verdict"],
              "judged": r["verdict"] in ("regressed", "improved"), "one_side": r["verdict"] in ("added", "removed"),
              "job": r["job_verdict"], "note": r["note"] or "", "base": r["base"], "new": r["new"]}
             for r in df.sort("order", "rank").iter_rows(named=True)]
@@ -3041,7 +3056,7 @@ def job_diff(df: pl.DataFrame) -> alt.LayerChart | alt.Chart:
                                                                orient="top" if dense else "bottom"))
     tooltip = [alt.Tooltip("r:N", title="rank"), alt.Tooltip("key:N"), alt.Tooltip("metric:N"),
                alt.Tooltip("base:Q", format=",.0f"), alt.Tooltip("new:Q", format=",.0f"),
-               alt.Tooltip("delta_pct:Q", title="change [%]", format="+.1f"), alt.Tooltip("verdict:N"),
+               alt.Tooltip("delta_pct_said:N", title="change [%]"), alt.Tooltip("verdict:N"),
                alt.Tooltip("job:N", title="the job's verdict"), alt.Tooltip("note:N")]
     chart = alt.Chart(_data(rows)).encode(x=x, y=y)
     cells = chart.transform_filter("!datum.one_side").mark_rect().encode(
@@ -3271,14 +3286,18 @@ def _with_subtitle(ch: alt.TopLevelMixin, *lines: str) -> alt.TopLevelMixin:
 
 def _wrapped(line: str, width: int = SUBTITLE_CHARS) -> list[str]:
     """``line`` in lines of at most ``width`` characters, broken at a space, but not inside a
-    short `` · ``-separated part of it (``rank 3 GPU 0 busy 1.2 %`` stays whole on a line)."""
-    glue = "\0"  # (a short part's spaces, which textwrap does not break at)
-    parts = [p.replace(" ", glue) if len(p) <= _WHOLE_PART else p for p in line.split(" · ")]
+    short `` · ``-separated part of it (``rank 3 GPU 0 busy 1.2 %`` stays whole on a line) nor
+    inside ``rank 3`` in a longer one."""
+    glue = "\0"  # (a short part's spaces, and a rank's, which textwrap does not break at)
+    parts = [p.replace(" ", glue) if len(p) <= _WHOLE_PART else _RANK_WORDS.sub(f"rank{glue}\\1", p)
+             for p in line.split(" · ")]
     return [w.replace(glue, " ") for w in textwrap.wrap(" · ".join(parts), width, break_on_hyphens=False) or [""]]
 
 
 #: the longest `` · ``-separated part of a subtitle's line kept whole on one of its lines
 _WHOLE_PART = 40
+#: ``rank 3`` in a longer part, kept on one line
+_RANK_WORDS = re.compile(r"\brank (\d+)")
 
 
 def spec(ch: alt.TopLevelMixin) -> dict:

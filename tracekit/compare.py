@@ -527,7 +527,7 @@ def _change_width(cell: str) -> int:
     if not said:
         return len(cell)
     some = _SOME_RANKS.match(rest)
-    return len(head) + len(said) + (some.end() if some else 0) + 1
+    return len(head) + (len(said) + some.end() if some else 0) + 1
 
 
 #: a job's verdict on fewer than all of its ranks (``regressed on 1/4 ranks``), to its count

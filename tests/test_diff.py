@@ -1786,6 +1786,16 @@ def test_captures_of_other_graph_trace_modes_warn(tmp_path):
             tk.diff(DATA / "nsys_diff_base_a" / "export.sqlite.xz", DATA / "nsys_diff_base_b" / "export.sqlite.xz")
 
 
+def test_a_change_that_reads_as_zero_has_no_minus():
+    """A change in a metric's unit reads with its sign, and one that rounds to nothing reads
+    +0, as a percentage that rounds to zero reads +0.0 (hand-made values: a sum of changes
+    that cancel, as ncu's "in all" over launches that moved both ways)."""
+    assert D.signed_human("total_ns", -0.3) == "+0 ns"
+    assert D.signed_human("total_ns", -2_100.0) == "-2.100 µs"
+    assert D.signed_human("total_ns", 5e6) == "+5.000 ms"
+    assert D.signed_human("instances", -1) == "-1"
+
+
 def test_what_moved_edge_cases():
     """``moved`` on rows of a few odd kinds (hand-made: the real pairs are tested above): a p95
     that regressed alone is a line; an ncu launch only in the new report says added; values

@@ -3112,9 +3112,6 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     def delta(r: dict) -> float:
         return (val(r["new"]) or 0.0) - (val(r["base"]) or 0.0)
 
-    def signed(metric: str, v: float) -> str:
-        return ("+" if v >= 0 else "-") + _human(metric, abs(v))
-
     def how(r: dict) -> str:
         pct = val(r["delta_pct"])
         return ", ".join(([f"{pct:+z.1f} %"] if pct is not None and r["verdict"] not in ("added", "removed") else [])
@@ -3128,8 +3125,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         """How ncu launches' durations moved: by how much (a range over several), in % and the verdicts."""
         ds = sorted(delta(r) for r in rs)
         ps = sorted(p for r in rs if (p := val(r["delta_pct"])) is not None)
-        moved_by = signed("duration_ns", ds[0]) if len(ds) == 1 or ds[0] == ds[-1] else \
-            f"{signed('duration_ns', ds[0])} to {signed('duration_ns', ds[-1])}"
+        moved_by = signed_human("duration_ns", ds[0]) if len(ds) == 1 or ds[0] == ds[-1] else \
+            f"{signed_human('duration_ns', ds[0])} to {signed_human('duration_ns', ds[-1])}"
         by_pct = [] if not ps else [f"{ps[0]:+z.1f} %" if ps[0] == ps[-1] else f"{ps[0]:+z.1f} to {ps[-1]:+z.1f} %"]
         return f"{moved_by} ({', '.join([*by_pct, *kinds])})"
 
@@ -3139,7 +3136,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     label = short_keys(df)
     lines = []
     for r in changed.filter((pl.col("scope") == "gpu") & (pl.col("metric") == "busy_ns")).iter_rows(named=True):
-        lines.append(f"GPU busy, {r['key']}: {signed('busy_ns', delta(r))} ({how(r)})")
+        lines.append(f"GPU busy, {r['key']}: {signed_human('busy_ns', delta(r))} ({how(r)})")
     for scope, what in (("kernel", "Kernel time"), ("memcpy", "Memory operations' time")):
         judged = {}  # key -> its first judged row (its total's where that is judged)
         for r in changed.filter(pl.col("scope") == scope).iter_rows(named=True):
@@ -3160,8 +3157,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             share = [f"{min(100 * d / total, 100):.0f} % of it"] if shares and d else []
             verdict = r["verdict"] if r["metric"] == "total_ns" else f"{r['metric']} {r['verdict']}"
             memory = [p for p in (r["note"] or "").split("; ") if p.startswith(MEMORY_NOTE)]  # (what changed the time)
-            parts.append(f"{label[k]} {signed('total_ns', d)} ({', '.join([*share, verdict, *memory])})")
-        lines.append(f"{what} {signed('total_ns', total)} in all: " + "; ".join(parts) + more(len(parts), len(judged)))
+            parts.append(f"{label[k]} {signed_human('total_ns', d)} ({', '.join([*share, verdict, *memory])})")
+        lines.append(f"{what} {signed_human('total_ns', total)} in all: " + "; ".join(parts) + more(len(parts), len(judged)))
     faults = list(changed.filter(pl.col("scope") == "um").iter_rows(named=True))
     if faults:  # (what a prefetch or a memory advice changes: the faults, beside the migrations' time above)
         lines.append("Unified Memory page faults: " + "; ".join(
@@ -3193,7 +3190,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         shown = sorted(clocked_nsys, key=lambda r: (r["scope"] != "gpu", -abs(delta(r))))[:top + 1]
         lines.append(f"Times {CLOCK_NOTE} in as many cycles: " + "; ".join(
             (f"GPU busy, {r['key']}" if r["scope"] == "gpu" else label[r["key"]])
-            + f" {signed(r['metric'], delta(r))} ({val(r['delta_pct']):+z.1f} %) "
+            + f" {signed_human(r['metric'], delta(r))} ({val(r['delta_pct']):+z.1f} %) "
             + r["note"][r["note"].index(CLOCK_NOTE) + len(CLOCK_NOTE):].partition(" in as many")[0].strip()
             for r in shown) + ": the clock, not the code (not judged)")
     wall = changed.filter((pl.col("scope") == "nvtx") & pl.col("metric").is_in(["range_total_ns", "range_med_ns"]))
@@ -3202,7 +3199,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         rows.update({r["key"]: r for r in wall.iter_rows(named=True) if r["key"] not in rows})
         shown = sorted(rows.values(), key=lambda r: -abs(delta(r)))[:top]
         lines.append("NVTX wall time: " + "; ".join(
-            f"{label[r['key']]} {_STAT[r['metric']]} {signed(r['metric'], delta(r))} ({how(r)})" for r in shown)
+            f"{label[r['key']]} {_STAT[r['metric']]} {signed_human(r['metric'], delta(r))} ({how(r)})" for r in shown)
             + more(len(shown), len(rows)))
     # ncu: per kernel (its keys: one per NVTX path), its launches' time in all, where it was
     # judged changed, or held because the SM clock moved it in as many cycles
@@ -3270,7 +3267,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         pct = [f"{100 * total / base:+z.1f} %"] if base else []
         per = "unchanged" if all(delta(r) == 0 for r in medians) else durations(medians, []).partition(" (")[0]
         single = all(val(r["base"]) in (None, 1.0) and val(r["new"]) in (None, 1.0) for r in m.get("launches", []))
-        lines.append(f"ncu {label[name]}, {launches(m)}: {signed('duration_ns', total)} in all "
+        lines.append(f"ncu {label[name]}, {launches(m)}: {signed_human('duration_ns', total)} in all "
                      f"({', '.join([*pct, *kinds])}); {'a' if single else 'the median'} launch {per}"
                      + "".join(f"; {o}" for o in occupancy(m)))
     if len(judged) > top:
@@ -3290,14 +3287,14 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
         named = short_keys(df)
         shown = sorted(source.iter_rows(named=True), key=lambda r: -abs(delta(r)))[:top]
         lines.append("Source lines (mean time per launch): " + "; ".join(
-            f"{named[r['key']]} {signed('time_ns', delta(r))} ({how(r)})" for r in shown)
+            f"{named[r['key']]} {signed_human('time_ns', delta(r))} ({how(r)})" for r in shown)
             + more(len(shown), source.height))
     # a benchmark's variants whose time per call was judged changed (a variant that failed on a side: said so)
     bench = sorted(changed.filter((pl.col("scope") == "bench") & (pl.col("metric") == "med_ns")).iter_rows(named=True),
                    key=lambda r: (r["base"] is not None and r["new"] is not None, -abs(delta(r))))  # (failed first)
     if bench:
         lines.append("Benchmark, median time of a call: " + "; ".join(
-            f"{r['key']} {signed('med_ns', delta(r))} ({how(r)})" if r["base"] is not None and r["new"] is not None
+            f"{r['key']} {signed_human('med_ns', delta(r))} ({how(r)})" if r["base"] is not None and r["new"] is not None
             else f"{r['key']} ({r['verdict']}: {r['note']})" for r in bench[:top]) + more(min(top, len(bench)), len(bench)))
     points = df.filter(pl.col("scope") == "sweep")
     # a point whose capture failed on a side has no value there (_sweep_scope): not a shared point
@@ -3376,6 +3373,13 @@ def _speedup_line(points: pl.DataFrame, shared: list[str], paced: set[str] = fro
     host = f"; {host} of these points moved with the host's pace (below)" if host else ""
     return (f"Speedup of the median latency (base / new) over {len(ratio)} shared points: {gmean:.2f}x geometric "
             f"mean, from {ratio[lo]:.2f}x ({lo}) to {ratio[hi]:.2f}x ({hi}); {reading}{host}")
+
+
+def signed_human(metric: str, v: float) -> str:
+    """A change ``v`` in the metric's unit with its sign (``+2.1 ms``, ``-512 B``): ``+`` where
+    it reads as zero, as a percentage's ``z`` format has it (not ``-0 ns``)."""
+    text = _human(metric, abs(v))
+    return ("-" if v < 0 and any(c in "123456789" for c in text) else "+") + text
 
 
 def _human(metric: str, v: float | None, other: float | None = None) -> str:

@@ -836,8 +836,8 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
     slowest rank changed (where a rank was the slowest in most instances on a side), then
     ``diff``'s lines over the ranks' summed values, each saying so, and over the median rank's
     NVTX median wall times, saying that."""
-    from .diff import _human
     from .diff import moved as diff_moved
+    from .diff import signed_human
 
     lines = []
     judged = df.filter((pl.col("scope") == "job") & (pl.col("verdict") != "unchanged")
@@ -853,7 +853,7 @@ def moved(df: pl.DataFrame, top: int = 3) -> list[str]:
             if r["verdict"] in ("added", "removed"):
                 return r["verdict"]
             d = r["new"] - r["base"]
-            return f"{'+' if d >= 0 else '-'}{_human(r['metric'], abs(d))} ({r['delta_pct']:+z.1f} %, {r['verdict']})"
+            return f"{signed_human(r['metric'], d)} ({r['delta_pct']:+z.1f} %, {r['verdict']})"
 
         lines.append("Job time (the slowest rank's, instance by instance): " + "; ".join(
             f"{r['key']} {'total' if r['metric'] == 'job_total_ns' else 'median'} {change(r)}" for r in shown))

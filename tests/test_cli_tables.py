@@ -400,6 +400,28 @@ def test_rule_messages_are_cut_at_the_end(db, capsys, monkeypatch):
             assert cell == message or (cell.endswith("…") and message.startswith(cell[:-1])), (width, cell, message)
 
 
+def test_what_one_block_more_needs_is_cut_as_a_sentence_never_inside_a_number(tmp_path, capsys, monkeypatch):
+    """occupancy's next_needs of the HSTU inference's kernels under ncu (hstu_capture_ncu:
+    'registers 168 -> 80; shared memory 213,188 -> 115,712 B') is cut at its end, not told
+    apart by a bracketed word or number ('... shar… [213]'), and never inside a number
+    ('shared memory 213,18…' reads as another one)."""
+    db = str(tmp_path / "o.duckdb")
+    with tracekit.open(db) as tk:
+        tk.ingest(DATA / "hstu_capture_ncu", name="ncu")
+        needs = tk.query("occupancy", limit=0)["next_needs"].to_list()
+    assert any(n and "213,188" in n for n in needs)
+    for width in (80, 100, 120, 200):
+        monkeypatch.setenv("COLUMNS", str(width))
+        _, out, _ = _run(capsys, "--db", db, "query", "occupancy", "--columns", "name,limiter,next_occupancy_pct,"
+                         "next_needs", "--limit", "0")
+        cells = [c.rstrip() for c in _last_column(out, "next_needs")]
+        assert len(cells) == len(needs)
+        for cell, whole in zip(cells, needs, strict=True):
+            whole = whole or ""
+            assert cell == whole or (cell.endswith("…") and whole.startswith(cell[:-1])), (width, cell, whole)
+            assert not (cell.endswith("…") and re.search(r"\d$", cell[:-1]) and whole[len(cell) - 1].isdigit()), cell
+
+
 def test_every_stack_column_of_the_queries_is_cut_from_the_left():
     """The queries' columns of folded stacks (their docs say 'outermost caller;...') and of
     their frames' modules are cut from the left; their sentences at the end; a kernel

@@ -148,11 +148,37 @@ def _tail(text: str, width: int) -> str:
     return _head(text[::-1], width)[::-1]
 
 
+def unknown_name(kind: str, name: str, known: list[str], listing: str, count: int | None = None) -> str:
+    """The error for a ``kind`` (query, chart) named ``name`` that is none of ``known``: the
+    names it is closest to (``top-kernel``: top-kernels; ``kernels_by_nvtx``: kernels-by-nvtx),
+    and the command that lists all ``count`` (default: as many as ``known``)."""
+    import difflib
+
+    dashed = name.replace("_", "-").lower()
+    close = [dashed] if dashed in known else difflib.get_close_matches(dashed, sorted(known), n=3, cutoff=0.6)
+    said = f"unknown {kind} {name!r}" + (f"; did you mean {', '.join(close[:-1]) + ' or ' if close[1:] else ''}"
+                                         f"{close[-1]}?" if close else "")
+    return f"{said} (`{listing}` lists the {count if count is not None else len(known)})"
+
+
 def cut_end(text: str, width: int) -> str:
-    """``text`` in at most ``width`` columns, cut at the end with an ellipsis."""
+    """``text`` in at most ``width`` columns, cut at the end with an ellipsis; not inside a
+    number of its own (``shared memory …``, not ``shared memory 213,18…``, which reads as
+    another number), where text is left before it."""
     if text_width(text) <= width:
         return text
-    return _head(text, width - 1) + ELLIPSIS if width > 0 else ""
+    if width <= 0:
+        return ""
+    head = _head(text, width - 1)
+    if (m := _NUMBER_CUT.search(head)) and text[len(head)] in _NUMBER_CHARS and m.start() > 0:
+        head = head[:m.start()]
+    return head + ELLIPSIS
+
+
+#: what a number is written with, and a number of its own (not part of a word, as 128 of
+#: 256x128 or 90 of sm90) at the end of a text's cut start
+_NUMBER_CHARS = frozenset("0123456789,.")
+_NUMBER_CUT = re.compile(r"(?<![\w.,])[0-9][0-9,.]*$")
 
 
 def cut_text(text: str, width: int) -> str:

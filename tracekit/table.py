@@ -60,11 +60,12 @@ FREE_TEXT_COLUMNS = ("note", "notes", "description", "command", "params", "sourc
 #: line's location (``file.py:434``), its line kept
 TAIL_COLUMNS = ("stack", "modules", "location")
 #: columns of sentences and lists (a rule's message or title, nsys-rules' finding and advice,
-#: a line of source or SASS, a stall breakdown, ncu-summary's differing settings): cut at the
+#: a line of source or SASS, a stall breakdown, ncu-summary's differing settings, what one
+#: block more per SM needs): cut at the
 #: end like free text, no labels told apart (a '/' in "and/or" is no path, "19.0 of" no tag),
 #: but not narrowed first, as they are what the row says
 SENTENCE_COLUMNS = ("message", "title", "finding", "advice", "source", "sass", "top_stalls", "varies", "limiter",
-                    "missing_metrics")
+                    "missing_metrics", "next_needs")
 #: columns of a sweep point's grid values (``m=1024,dtype=fp16``): what a row is of, short, and
 #: read whole; narrowed only where the other text columns at their least leave no room
 #: (up to ``POINT_WIDTH``)

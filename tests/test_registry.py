@@ -8,6 +8,7 @@ import warnings
 import pytest
 from conftest import NSYS_SCENARIOS, let_go, scenario_of
 
+from tracekit import charts
 from tracekit.errors import NoneRecorded, ParamError, QueryError
 from tracekit.registry import (
     EVENTS,
@@ -262,6 +263,16 @@ def test_bad_params_are_errors(nsys_db):
                           gap_ms=9_223_372_036_855)
     with pytest.raises(QueryError, match="unknown query 'nope'"):
         nsys_db.query("nope")
+    # an unknown name: the names closest to it, and the command that lists them all (not all 71 on a line)
+    n = len(get_registry().queries)
+    for asked, said in (("top-kernel", "; did you mean top-kernels, nvtx-kernels or sweep-kernels?"),
+                        ("kernels_by_nvtx", "; did you mean kernels-by-nvtx?"), ("xyzzy", "")):
+        with pytest.raises(QueryError) as err:
+            nsys_db.query(asked)
+        assert str(err.value) == f"unknown query {asked!r}{said} (`tracekit queries` lists the {n})"
+    with pytest.raises(QueryError, match=r"^unknown chart 'top-kernel'; did you mean top-kernels\? "
+                                         r"\(`tracekit charts` lists the \d+\)$"):
+        charts.chart(nsys_db, "top-kernel")
     with pytest.raises(QueryError, match="no run 'missing'"):
         nsys_db.query("top-kernels", run="missing")
 

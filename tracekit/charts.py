@@ -28,7 +28,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from .errors import ParamError, QueryError, TracekitError
-from .names import UNNAMED, cut_text, distinct_labels, escape_controls, ranks_text, short_name
+from .names import (
+    UNNAMED,
+    cut_text,
+    distinct_labels,
+    escape_controls,
+    ranks_text,
+    short_name,
+    unknown_name,
+)
 from .numbers import INT_RANGE, whole_number
 
 
@@ -3212,7 +3220,7 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
     and build the Altair chart."""
     spec = CHARTS.get(name)
     if spec is None:
-        raise QueryError(f"unknown chart {name!r}; known charts: {', '.join(sorted(CHARTS))}")
+        raise QueryError(unknown_name("chart", name, list(CHARTS), "tracekit charts"))
     declared = [p for p in inspect.signature(spec.data).parameters if p != "tk"] if spec.data is not None else []
     if params.get("repeats") == [] and "repeats" not in declared:  # (chart --no-repeats)
         judged = sorted(n for n, s in CHARTS.items() if s.data is not None

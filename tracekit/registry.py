@@ -301,8 +301,10 @@ class Registry:
         expect(name, str, "query name", QueryError)
         q = self.queries.get(name) or self.queries.get(self.aliases.get(name, ""))
         if q is None:
-            known = ", ".join(sorted(self.queries))
-            raise QueryError(f"unknown query {name!r}; known queries: {known}")
+            from .names import unknown_name
+
+            raise QueryError(unknown_name("query", name, [*self.queries, *self.aliases], "tracekit queries",
+                                          len(self.queries)))
         return q
 
     def with_alias(self, name: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -46,4 +46,7 @@ def test_the_tour_runs_as_written(tmp_path, monkeypatch, capsys):
         said[" ".join(args[:2])] = out
     # (the occupancy of the HSTU attention kernel, as the README's comment and text say)
     assert "registers 255 -> 128; shared memory 163,840 -> 115,712 B" in said["query occupancy"]
+    # (compute-workload of the --set full report: the cuBLAS GEMM's busiest pipe, the tensor pipe at 95 %)
+    gemm = next(line for line in said["query compute-workload"].splitlines() if "nvjet" in line)
+    assert re.search(r"\btensor_op_hmma +95\.0\b", gemm), gemm
     assert not list(ROOT.glob("*.duckdb")), "the tour wrote a store in the checkout"

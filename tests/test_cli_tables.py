@@ -419,7 +419,9 @@ def test_what_one_block_more_needs_is_cut_as_a_sentence_never_inside_a_number(tm
         for cell, whole in zip(cells, needs, strict=True):
             whole = whole or ""
             assert cell == whole or (cell.endswith("…") and whole.startswith(cell[:-1])), (width, cell, whole)
-            assert not (cell.endswith("…") and re.search(r"\d$", cell[:-1]) and whole[len(cell) - 1].isdigit()), cell
+            nxt = whole[len(cell) - 1:len(cell) + 1]  # (what follows the cut: a digit, or ',' or '.' before one)
+            inside = nxt[:1].isdigit() or (nxt[:1] in ",." and nxt[1:].isdigit())
+            assert not (cell.endswith("…") and re.search(r"\d$", cell[:-1]) and inside), cell
 
 
 def test_every_stack_column_of_the_queries_is_cut_from_the_left():
@@ -431,8 +433,13 @@ def test_every_stack_column_of_the_queries_is_cut_from_the_left():
         for col, doc in q.columns.items():
             if "outermost caller;" in doc or "in the same order" in doc:
                 assert rows.shortener(col) is names.cut_stack and not rows.told_apart(col), (q.name, col)
-    for col in ("message", "title", "finding", "advice", "top_stalls", "varies"):
-        assert rows.shortener(col) is names.cut_end and not rows.told_apart(col), col
+    for col in ("message", "title", "finding", "advice", "top_stalls", "varies", "next_needs"):
+        assert rows.shortener(col) is names.cut_sentence and not rows.told_apart(col), col
+    # a sentence is cut at its end, not inside a number of its own, and keeps a number it ends with
+    assert names.cut_sentence("shared memory 213,188 -> 115,712 B", 20) == "shared memory …"
+    assert names.cut_sentence("delta -512,000 ns", 11) == "delta …"
+    assert names.cut_sentence("the hardware maximum of 16. Reduce", 27) == "the hardware maximum of 16…"
+    assert names.cut_sentence("#12345", 4) == "#12…" and names.cut_sentence("注意 12345", 8) == "注意 …"
     assert names.cut_stack("a (x.py:1);b (x.py:2);c", 12) == "… (x.py:2);c"  # whole frames fill < half: the end
     assert names.cut_stack("a (x.py:1);b (x.py:2);c", 15) == "…;b (x.py:2);c"
     assert names.cut_stack("a;b;c", 5) == "a;b;c" and names.cut_stack("outer;inner", 1) == "…"

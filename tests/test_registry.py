@@ -266,12 +266,13 @@ def test_bad_params_are_errors(nsys_db):
     # an unknown name: the names closest to it, and the command that lists them all (not all 71 on a line)
     n = len(get_registry().queries)
     for asked, said in (("top-kernel", "; did you mean top-kernels, nvtx-kernels or sweep-kernels?"),
-                        ("kernels_by_nvtx", "; did you mean kernels-by-nvtx?"), ("xyzzy", "")):
+                        ("kernels_by_nvtx", "; did you mean kernels-by-nvtx?"),
+                        ("CUDA-GPU-KERN-SUM", "; did you mean cuda_gpu_kern_sum?"), ("xyzzy", "")):
         with pytest.raises(QueryError) as err:
             nsys_db.query(asked)
-        assert str(err.value) == f"unknown query {asked!r}{said} (`tracekit queries` lists the {n})"
+        assert str(err.value) == f"unknown query {asked!r}{said} (`tracekit queries` lists all {n} queries)"
     with pytest.raises(QueryError, match=r"^unknown chart 'top-kernel'; did you mean top-kernels\? "
-                                         r"\(`tracekit charts` lists the \d+\)$"):
+                                         r"\(`tracekit charts` lists all \d+ charts\)$"):
         charts.chart(nsys_db, "top-kernel")
     with pytest.raises(QueryError, match="no run 'missing'"):
         nsys_db.query("top-kernels", run="missing")

@@ -3220,7 +3220,7 @@ def chart(tk, name: str, /, run: str | int | None = None, **params: Any) -> alt.
     and build the Altair chart."""
     spec = CHARTS.get(name)
     if spec is None:
-        raise QueryError(unknown_name("chart", name, list(CHARTS), "tracekit charts"))
+        raise QueryError(unknown_name("chart", "charts", name, list(CHARTS), "tracekit charts"))
     declared = [p for p in inspect.signature(spec.data).parameters if p != "tk"] if spec.data is not None else []
     if params.get("repeats") == [] and "repeats" not in declared:  # (chart --no-repeats)
         judged = sorted(n for n, s in CHARTS.items() if s.data is not None

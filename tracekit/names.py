@@ -148,37 +148,48 @@ def _tail(text: str, width: int) -> str:
     return _head(text[::-1], width)[::-1]
 
 
-def unknown_name(kind: str, name: str, known: list[str], listing: str, count: int | None = None) -> str:
-    """The error for a ``kind`` (query, chart) named ``name`` that is none of ``known``: the
-    names it is closest to (``top-kernel``: top-kernels; ``kernels_by_nvtx``: kernels-by-nvtx),
-    and the command that lists all ``count`` (default: as many as ``known``)."""
+def unknown_name(kind: str, kinds: str, name: str, known: list[str], listing: str, count: int | None = None) -> str:
+    """The error for a ``kind`` (query, chart; ``kinds`` its plural) named ``name`` that is none
+    of ``known``: the name it is but for case and ``-``/``_`` (``kernels_by_nvtx``:
+    kernels-by-nvtx; ``CUDA_GPU_KERN_SUM``), else those it is closest to (``top-kernel``:
+    top-kernels, ...), and the command that lists all ``count`` (default: as many as ``known``)."""
     import difflib
 
-    dashed = name.replace("_", "-").lower()
-    close = [dashed] if dashed in known else difflib.get_close_matches(dashed, sorted(known), n=3, cutoff=0.6)
+    low = name.strip().lower()
+    close = [k for k in known if k.lower() in {low, low.replace("_", "-"), low.replace("-", "_")}][:1] or \
+        difflib.get_close_matches(low.replace("_", "-"), sorted(known), n=3, cutoff=0.6)
     said = f"unknown {kind} {name!r}" + (f"; did you mean {', '.join(close[:-1]) + ' or ' if close[1:] else ''}"
                                          f"{close[-1]}?" if close else "")
-    return f"{said} (`{listing}` lists the {count if count is not None else len(known)})"
+    return f"{said} (`{listing}` lists all {count if count is not None else len(known)} {kinds})"
 
 
 def cut_end(text: str, width: int) -> str:
-    """``text`` in at most ``width`` columns, cut at the end with an ellipsis; not inside a
-    number of its own (``shared memory …``, not ``shared memory 213,18…``, which reads as
-    another number), where text is left before it."""
+    """``text`` in at most ``width`` columns, cut at the end with an ellipsis."""
     if text_width(text) <= width:
         return text
-    if width <= 0:
-        return ""
-    head = _head(text, width - 1)
-    if (m := _NUMBER_CUT.search(head)) and text[len(head)] in _NUMBER_CHARS and m.start() > 0:
-        head = head[:m.start()]
-    return head + ELLIPSIS
+    return _head(text, width - 1) + ELLIPSIS if width > 0 else ""
 
 
-#: what a number is written with, and a number of its own (not part of a word, as 128 of
-#: 256x128 or 90 of sm90) at the end of a text's cut start
-_NUMBER_CHARS = frozenset("0123456789,.")
-_NUMBER_CUT = re.compile(r"(?<![\w.,])[0-9][0-9,.]*$")
+def cut_sentence(text: str, width: int) -> str:
+    """A sentence (or a value said in words) in at most ``width`` columns, cut at its end as
+    ``cut_end`` does but not inside a number of its own: ``shared memory …``, not ``shared
+    memory 213,18…``, which reads as another number (where a word is left before it; a
+    number that ends a sentence, ``maximum of 16.``, is whole)."""
+    cut = cut_end(text, width)
+    if cut == text or not cut:
+        return cut
+    head = cut[:-len(ELLIPSIS)]
+    nxt = text[len(head):len(head) + 2]
+    inside = nxt[:1].isdigit() or (nxt[:1] in (",", ".") and nxt[1:2].isdigit())
+    if inside and (m := _NUMBER_CUT.search(head)) and _WORD_CHAR.search(head, 0, m.start()):
+        return head[:m.start()] + ELLIPSIS
+    return cut
+
+
+#: a number of its own (not part of a word, as 128 of 256x128 or 90 of sm90), its sign with it,
+#: at the end of a text's cut start; a word before it, which is what a cut before it keeps
+_NUMBER_CUT = re.compile(r"(?<![\w.,])[-+−]?[0-9][0-9,.]*$")
+_WORD_CHAR = re.compile(r"\w")
 
 
 def cut_text(text: str, width: int) -> str:

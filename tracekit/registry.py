@@ -303,8 +303,8 @@ class Registry:
         if q is None:
             from .names import unknown_name
 
-            raise QueryError(unknown_name("query", name, [*self.queries, *self.aliases], "tracekit queries",
-                                          len(self.queries)))
+            raise QueryError(unknown_name("query", "queries", name, [*self.queries, *self.aliases],
+                                          "tracekit queries", len(self.queries)))
         return q
 
     def with_alias(self, name: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -61,9 +61,8 @@ FREE_TEXT_COLUMNS = ("note", "notes", "description", "command", "params", "sourc
 TAIL_COLUMNS = ("stack", "modules", "location")
 #: columns of sentences and lists (a rule's message or title, nsys-rules' finding and advice,
 #: a line of source or SASS, a stall breakdown, ncu-summary's differing settings, what one
-#: block more per SM needs): cut at the
-#: end like free text, no labels told apart (a '/' in "and/or" is no path, "19.0 of" no tag),
-#: but not narrowed first, as they are what the row says
+#: block more per SM needs): cut at the end like free text, no labels told apart (a '/' in
+#: "and/or" is no path, "19.0 of" no tag), but not narrowed first, as they are what the row says
 SENTENCE_COLUMNS = ("message", "title", "finding", "advice", "source", "sass", "top_stalls", "varies", "limiter",
                     "missing_metrics", "next_needs")
 #: columns of a sweep point's grid values (``m=1024,dtype=fp16``): what a row is of, short, and
@@ -114,7 +113,7 @@ class Rows:
         if col in self.shorteners:
             return self.shorteners[col]
         if col in self.worded:
-            return names.cut_end
+            return names.cut_sentence
         low = col.lower()
         if low in self.kernel_columns:
             return _kernel_name
@@ -123,7 +122,7 @@ class Rows:
         if low == "job":  # (a multi-rank job's name: what tells it from another job kept)
             return names.cut_job
         if low in FREE_TEXT_COLUMNS or low in SENTENCE_COLUMNS:
-            return names.cut_end
+            return names.cut_sentence
         return names.cut_text
 
     def told_apart(self, col: str) -> bool:

@@ -220,6 +220,23 @@ def test_files_are_kept_all_or_none(tmp_path, capsys):
         assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 3
 
 
+def test_files_compared_are_named_by_what_tells_them_apart(tmp_path, capsys, monkeypatch):
+    """Files given by their paths are the table's columns without the path parts they all
+    share (tests/data/nsys_diff_*/export.sqlite.xz: base_a, base_b, regressed), as jobs'
+    folders are: their whole paths were the headers, and the table fell back to a block
+    per row at 200 columns."""
+    monkeypatch.setenv("COLUMNS", "200")
+    files = [str(DIFF[n]) for n in ("base_a", "base_b", "regressed")]
+    assert main(["--db", str(tmp_path / "f.duckdb"), "compare", *files, "--by", "kernel"]) == 0
+    out = capsys.readouterr().out
+    assert "-[ row 1 ]" not in out, out
+    assert out.splitlines()[0].split() == ["scope", "key", "metric", "nsys_diff_base_a", "(base)", "nsys_diff_base_b",
+                                           "nsys_diff_regressed"], out
+    with tracekit.open(tmp_path / "f.duckdb") as tk:  # (the files are its runs already)
+        df = tk.compare(files[0], files[1:], by=["kernel"])
+    assert C.runs_of(df) == ["nsys_diff_base_b", "nsys_diff_regressed"] and set(df["base_run"]) == {"nsys_diff_base_a"}
+
+
 def test_the_table_says_what_held_a_change_back():
     assert C.held("host-timed, not judged") == "host-timed"
     assert C.held("per-instance p=0.2; not significant (p=0.2)") == "not significant"

@@ -423,9 +423,14 @@ TABLE_COLUMNS = ("scope", "key", "metric")
 
 def _labels(sides, given: list[str | None]) -> list[str]:
     """A column label per side: a file or folder as given, else the run's name or the
-    sweep's id; a label two sides share, or one of the table's own columns (a run named
-    ``metric``), gets its run id (a sweep, its place)."""
-    names = [g if g is not None else s.sweep if s.run_id is None else str(s.name) for s, g in zip(sides, given, strict=True)]
+    sweep's id, without the path parts every label shares at its start and at its end
+    (``/data/base_a/export.sqlite.xz``, ``/data/regressed/export.sqlite.xz``: ``base_a``,
+    ``regressed``), as jobs' are (``job_diff.job_labels``); a label two sides share, or one of
+    the table's own columns (a run named ``metric``), gets its run id (a sweep, its place)."""
+    from .names import without_shared_parts
+
+    names = without_shared_parts([g.rstrip("/") if g is not None else s.sweep if s.run_id is None else str(s.name)
+                                  for s, g in zip(sides, given, strict=True)])
     taken = {*TABLE_COLUMNS, f"{names[0]} (base)"}
     out = []
     for i, (n, s) in enumerate(zip(names, sides, strict=True)):

@@ -248,18 +248,9 @@ def job_labels(jobs: list[str], given: list[str | None]) -> list[str]:
     (``/prof/base/rank*/x`` and ``/prof/after/rank*/x``: ``base``, ``after``);
     a label two jobs share, or one of the table's own columns, gets its place (``#2``)."""
     from .compare import TABLE_COLUMNS
+    from .names import without_shared_parts
 
-    jobs = [g.rstrip("/") if g is not None else j for j, g in zip(jobs, given, strict=True)]
-    parts = [j.split("/") for j in jobs]
-    head = tail = 0
-    if len(set(jobs)) > 1:
-        while all(len(p) > head + tail + 1 for p in parts) and len({p[head] for p in parts}) == 1:
-            head += 1
-        if head == 1 and parts[0][0] == "":  # (the root alone: the paths as they are)
-            head = 0
-        while all(len(p) > head + tail + 1 for p in parts) and len({p[-1 - tail] for p in parts}) == 1:
-            tail += 1
-    names = ["/".join(p[head:len(p) - tail]) for p in parts]
+    names = without_shared_parts([g.rstrip("/") if g is not None else j for j, g in zip(jobs, given, strict=True)])
     taken = {*TABLE_COLUMNS, f"{names[0]} (base)"}
     return [f"{n} (#{i})" if names.count(n) > 1 or n in taken else n for i, n in enumerate(names)]
 

@@ -148,6 +148,23 @@ def _tail(text: str, width: int) -> str:
     return _head(text[::-1], width)[::-1]
 
 
+def without_shared_parts(labels: list[str]) -> list[str]:
+    """Each label without the '/'-separated parts every label shares at its start and at its
+    end (``/prof/base/rank*/x`` and ``/prof/after/rank*/x``: ``base``, ``after``): the
+    columns of runs or jobs compared, named by what tells them apart. Labels all alike, or
+    a part that is the root alone, are kept as they are; no label is left empty."""
+    parts = [label.split("/") for label in labels]
+    head = tail = 0
+    if len(set(labels)) > 1:
+        while all(len(p) > head + tail + 1 for p in parts) and len({p[head] for p in parts}) == 1:
+            head += 1
+        if head == 1 and parts[0][0] == "":  # (the root alone: the paths as they are)
+            head = 0
+        while all(len(p) > head + tail + 1 for p in parts) and len({p[-1 - tail] for p in parts}) == 1:
+            tail += 1
+    return ["/".join(p[head:len(p) - tail]) for p in parts]
+
+
 def unknown_name(kind: str, kinds: str, name: str, known: list[str], listing: str, count: int | None = None) -> str:
     """The error for a ``kind`` (query, chart; ``kinds`` its plural) named ``name`` that is none
     of ``known``: the name it is but for case and ``-``/``_`` (``kernels_by_nvtx``:

@@ -80,6 +80,19 @@ def test_the_planted_changes_show_in_place_each_request_from_its_start(store):
     assert "base: step instance" in t.window.label and "; new: step instance" in t.window.label
 
 
+def test_a_kernel_one_run_ran_alone_has_a_colour_of_its_own(store):
+    """The new attn_bias_kernel (a few µs of the request) is not among the kernels with the
+    most time: in the colour of the other kernels, the plant would be seen only by hovering.
+    A kernel some of the runs compared lack is coloured first, and named in the legend."""
+    with tracekit.open(store, read_only=True) as tk:
+        spec = charts.chart(tk, "diff-timeline", base="base_a", new="regressed").to_dict()
+        compared = charts.chart(tk, "compare-timeline", base="base_a", runs="regressed").to_dict()
+    for s in (spec, compared):
+        layer = next(x for x in s["layer"] if x.get("encoding", {}).get("color", {}).get("title") == "GPU op")
+        domain = layer["encoding"]["color"]["scale"]["domain"]
+        assert domain[0] == "attn_bias_kernel" and "silu_kernel" in domain, domain
+
+
 def test_a_range_and_instance_given_are_that_instance_in_each_run(store):
     with tracekit.open(store, read_only=True) as tk:
         t = charts.diff_timeline_data(tk, base="base_a", new="regressed", nvtx="attn", instance="7")

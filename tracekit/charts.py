@@ -2055,7 +2055,13 @@ def timeline(t: Timeline) -> alt.LayerChart | alt.Chart:
             alt.Tooltip("samples:Q")]))
         lanes += d["lane"].unique(maintain_order=True).to_list()
     if not gpu.is_empty():
-        kernels = _top(gpu.filter(pl.col("op_kind") == "kernel"), "name", in_window)
+        ran = gpu.filter(pl.col("op_kind") == "kernel")
+        kernels = _top(ran, "name", in_window)
+        if t.labels and "rank" in ran.columns:  # (runs compared: a kernel one of them ran alone coloured first)
+            alone = ran.group_by("name").agg(pl.col("rank").n_unique() < gpu["rank"].n_unique()).filter(
+                pl.col("rank"))["name"]
+            first = _top(ran.filter(pl.col("name").is_in(alone.implode())), "name", in_window)
+            kernels = [*first, *(k for k in kernels if k not in first)][:TIMELINE_COLOURS]
         shown = dict(zip(kernels, distinct_labels(kernels, 48, short_name), strict=True))
         d = _ranked(_gpu_lanes(gpu), t)
         colour = [shown.get(n, "(other kernels)") if k == "kernel" else n for n, k in d.select("name", "op_kind").rows()]

@@ -2357,9 +2357,8 @@ def diff(df: pl.DataFrame) -> alt.LayerChart:
                 judged_by[1].removeprefix("the ").removesuffix(" of identical captures"))
         rows.append({"label": f"{r['scope']} · {short[r['key']]}", "key": r["key"], "metric": r["metric"],
                      "delta_pct": r["delta_pct"], "low": r["delta_pct_low"], "high": r["delta_pct_high"],
-                     **{f"{k}_said": _signed(r[c], 2) for k, c in (("delta_pct", "delta_pct"), ("low", "delta_pct_low"),
-                                                                  ("high", "delta_pct_high"))},
-                     "delta_pct_label": _signed(r["delta_pct"]),
+                     "delta_pct_said": _signed(r["delta_pct"], 2), "low_said": _signed(r["delta_pct_low"], 2),
+                     "high_said": _signed(r["delta_pct_high"], 2), "delta_pct_label": _signed(r["delta_pct"]),
                      "verdict": "host-timed, not judged" if unjudged else
                      (r["verdict"] == "unchanged" and held_by(r["note"])) or r["verdict"],
                      "note": r["note"] or "", "p": r["p_value"]})

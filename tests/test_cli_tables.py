@@ -574,6 +574,44 @@ def test_help_imports_neither_duckdb_nor_polars():
     assert _imports("--help", heavy=("duckdb", *(h for h in HEAVY if h != "rich"))) == "[]"
 
 
+def test_a_command_line_makes_only_the_command_it_runs(db, capsys):
+    """Reading every command's signature and options took ~20 ms of each `tracekit query`:
+    the group makes the command invoked; the help and an unknown name make all, in the
+    order of creation, as Typer would."""
+    import typer
+
+    from tracekit import cli
+
+    group = cli.built_lazily(cli.app)
+    assert group.commands == {}
+    group(args=["--db", db, "queries", "top-kernels"], prog_name="tracekit", standalone_mode=False)
+    assert "top-kernels" in capsys.readouterr().out
+    assert list(group.commands) == ["queries"]
+    eager = typer.main.get_command(cli.app)
+    assert group.list_commands(None) == eager.list_commands(None)
+    assert eager.list_commands(None)[-2:] == ["capture", "sweep"]  # (imported only when asked for)
+    with pytest.raises(Exception, match=r"No such command 'querys'\. Did you mean 'query', 'queries'\?"):
+        group(args=["querys"], prog_name="tracekit", standalone_mode=False)
+    made = {n: [p.name for p in c.params] for n, c in group.commands.items()}
+    assert made == {n: [p.name for p in c.params] for n, c in eager.commands.items()}
+
+
+def test_a_query_asked_by_name_parses_its_header_alone(monkeypatch):
+    """`tracekit query top-kernels` parses one query's header, not all 71; an alias or an
+    unknown name needs them all."""
+    from tracekit import registry
+
+    parsed = []
+    real = registry.parse_header
+    monkeypatch.setattr(registry, "parse_header", lambda name, *a: parsed.append(name) or real(name, *a))
+    reg = registry.get_registry.__wrapped__()
+    assert reg.get("top-kernels").name == "top-kernels" and parsed == ["top-kernels"]
+    assert reg.get("cuda_gpu_kern_sum").name == "top-kernels"
+    assert sorted(parsed) == sorted(reg.queries) and len(parsed) == len(reg.queries) > 60
+    with pytest.raises(registry.QueryError, match="did you mean top-kernels"):
+        reg.get("top-kernel")
+
+
 def test_values_are_converted_and_bad_ones_named(db, capsys, tmp_path):
     rc, out, _ = _run(capsys, "--db", db, "query", "top-kernels", "--limit", " 2", "-p", "group=name",
                       "-f", "csv", "-o", str(tmp_path / "k.csv"))

@@ -10,6 +10,7 @@ invoked (``_LAZY``): the analysis CLI never imports capture at start.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import os
 import re
@@ -43,18 +44,26 @@ _LAZY: dict[str, dict[str, tuple[str, str]]] = {
 
 
 class _LazyGroup(TyperGroup):
-    """A command group some of whose commands are imported only when invoked (or
-    listed in the help): the ``_LAZY`` entries of the group's name."""
+    """A command group whose commands are made only when one is invoked, listed in the
+    help or needed to name the closest to an unknown one: ``tracekit query`` reads the
+    signature and options of one command, not of all (``built_lazily``); and whose
+    ``_LAZY`` commands are imported only then too."""
+
+    #: name -> the function making the command or sub-group of that name, in the order
+    #: of creation (the help lists them in it)
+    makers: dict[str, Callable[[], Any]] = {}
 
     def _lazy(self) -> dict[str, tuple[str, str]]:
         return _LAZY.get(self.name or "", {})
 
     def list_commands(self, ctx):
-        return [*super().list_commands(ctx), *(n for n in self._lazy() if n not in self.commands)]
+        return list(dict.fromkeys([*self.makers, *super().list_commands(ctx), *self._lazy()]))
 
     def get_command(self, ctx, cmd_name):
         cmd = super().get_command(ctx, cmd_name)
-        if cmd is None and cmd_name in self._lazy():
+        if cmd is None and cmd_name in self.makers:
+            cmd = self.commands[cmd_name] = self.makers[cmd_name]()
+        elif cmd is None and cmd_name in self._lazy():
             import importlib
 
             module, attr = self._lazy()[cmd_name]
@@ -63,7 +72,32 @@ class _LazyGroup(TyperGroup):
             cmd = built.get_command(ctx, cmd_name) if hasattr(built, "get_command") else built
             if cmd is not None:
                 self.commands[cmd_name] = cmd
+        elif cmd is None:
+            # an unknown name: every command made, for the parser's closest names
+            for name, make in self.makers.items():
+                if name not in self.commands:
+                    self.commands[name] = make()
         return cmd
+
+
+def built_lazily(typer_app: typer.Typer) -> _LazyGroup:
+    """``typer_app`` (of class ``_LazyGroup``) as the click group that parses its command
+    lines, its own options made now and its commands and sub-groups when first asked for
+    (``_LazyGroup.get_command``)."""
+    shell = copy.copy(typer_app)  # (the group's callback and settings, none of its commands)
+    shell.registered_commands, shell.registered_groups = [], []
+    group = typer.main.get_command(shell)
+    settings = {"pretty_exceptions_short": typer_app.pretty_exceptions_short,
+                "rich_markup_mode": typer_app.rich_markup_mode}
+    makers: dict[str, Callable[[], Any]] = {}
+    for info in typer_app.registered_commands:
+        name = info.name or typer.main.get_command_name(info.callback.__name__)
+        makers[name] = functools.partial(typer.main.get_command_from_info, info, **settings)
+    for info in typer_app.registered_groups:
+        makers[info.name] = functools.partial(typer.main.get_group_from_info, info, **settings,
+                                              suggest_commands=typer_app.suggest_commands)
+    group.makers = makers
+    return group
 
 
 app = typer.Typer(
@@ -1452,10 +1486,9 @@ def _ctrl_c_not_raisable():
 
 @functools.cache
 def _command():
-    """``app`` as the click command that parses a command line, built at the first call of a
-    process: building it reads every command's signature and options, which a program that
-    calls ``main`` many times (the tests) would pay at each call."""
-    return typer.main.get_command(app)
+    """``app`` as the click group that parses a command line, made at the first call of a
+    process (a program that calls ``main`` many times, the tests, makes it once)."""
+    return built_lazily(app)
 
 
 def _run(args: list[str]) -> int:

@@ -51,7 +51,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -293,13 +293,34 @@ def _table_kinds() -> dict[str, str]:
 
 
 class Registry:
-    def __init__(self, queries: dict[str, Query]):
-        self.queries = queries
-        self.aliases = {a: q.name for q in queries.values() for a in q.aliases}
+    """The named queries, one ``.sql`` file each. A query's header is parsed when it is
+    first asked for by its name (``tracekit query top-kernels`` parses one), or when
+    every query is (``queries``, ``aliases``: a name that is no file's may be an alias)."""
+
+    def __init__(self, files: dict[str, tuple[str, Any]]):
+        #: name -> (source folder, the file), by name
+        self._files = files
+        self._parsed: dict[str, Query] = {}
+
+    def _query(self, name: str) -> Query:
+        if name not in self._parsed:
+            source, f = self._files[name]
+            self._parsed[name] = parse_header(name, source, f.read_text())
+        return self._parsed[name]
+
+    @cached_property
+    def queries(self) -> dict[str, Query]:
+        return {name: self._query(name) for name in self._files}
+
+    @cached_property
+    def aliases(self) -> dict[str, str]:
+        return {a: q.name for q in self.queries.values() for a in q.aliases}
 
     def get(self, name: str) -> Query:
         expect(name, str, "query name", QueryError)
-        q = self.queries.get(name) or self.queries.get(self.aliases.get(name, ""))
+        if name in self._files:
+            return self._query(name)
+        q = self.queries.get(self.aliases.get(name, ""))
         if q is None:
             from .names import unknown_name
 
@@ -1167,12 +1188,11 @@ def _walk(node, prefix=""):
 
 @lru_cache(maxsize=1)
 def get_registry() -> Registry:
-    queries: dict[str, Query] = {}
-    root = resources.files("tracekit.queries")
-    for prefix, f in _walk(root):
+    files: dict[str, tuple[str, Any]] = {}
+    for prefix, f in _walk(resources.files("tracekit.queries")):
         source = prefix.strip("/") or "misc"
         name = f.name[: -len(".sql")]
-        if name in queries:
-            raise QueryError(f"query name {name!r} defined twice ({queries[name].source}, {source})")
-        queries[name] = parse_header(name, source, f.read_text())
-    return Registry(dict(sorted(queries.items())))
+        if name in files:
+            raise QueryError(f"query name {name!r} defined twice ({files[name][0]}, {source})")
+        files[name] = (source, f)
+    return Registry(dict(sorted(files.items())))

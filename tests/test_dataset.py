@@ -465,12 +465,17 @@ def test_dataset_sql_reads_only_its_folder(store_and_dataset, tmp_path):
     runs = ds.runs()
     for bad in ("DELETE FROM runs", "UPDATE runs SET name = 'x'", "INSERT INTO runs SELECT * FROM runs",
                 "CREATE TABLE t AS SELECT 1 AS a", "DROP VIEW kernels", "ALTER TABLE runs RENAME TO r",
-                "SELECT 1; TRUNCATE runs", "PREPARE p AS DELETE FROM runs"):
+                "SELECT 1; TRUNCATE runs", "PREPARE p AS DELETE FROM runs",
+                # (EXPLAIN ANALYZE runs the statement it explains)
+                f"EXPLAIN ANALYZE COPY (SELECT * FROM runs WHERE false) TO '{tmp / 'ds' / 'runs.parquet'}' "
+                "(FORMAT parquet)", "/* a */ explain (format json, analyze) CREATE TABLE t AS SELECT 1 AS a",
+                "EXPLAIN ANALYZE DROP VIEW kernels"):
         with pytest.raises(tracekit.QueryError, match=r"^SQL error: \w+ statements are refused: tracekit sql "
                                                       "reads the store and writes nothing"):
             ds.sql(bad)
     assert ds.runs().equals(runs) and ds.sql("SELECT count(*) AS n FROM kernels")["n"][0] > 0
-    assert ds.sql("EXPLAIN SELECT 1").height and ds.sql("DESCRIBE runs").height and ds.sql("PRAGMA version").height
+    assert ds.sql("EXPLAIN SELECT 1").height and ds.sql("EXPLAIN ANALYZE SELECT count(*) FROM runs").height
+    assert ds.sql("DESCRIBE runs").height and ds.sql("PRAGMA version").height
     assert sorted(p.relative_to(tmp / "ds") for p in (tmp / "ds").rglob("*")) == before
 
 

@@ -116,6 +116,32 @@ def test_sql_still_reads_the_store(sandbox, small_store, capsys, stmt):
     assert snapshot() == before
 
 
+@pytest.mark.parametrize("made", ["absent", "folder", "link"])
+def test_sql_reaches_no_folder_beside_the_store(small_store, tmp_path, capsys, made):
+    """DuckDB lets SQL read and write its temporary directory whatever else is refused, by
+    default STORE.tmp beside the store: a folder anyone may make, or point elsewhere. The
+    sandbox's is a private one; SQL that names STORE.tmp is refused, and where the folder
+    is absent the error is the statement's, not "the store is damaged"."""
+    spill = small_store.with_name(small_store.name + ".tmp")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "mine.txt").write_text("precious\n")
+    if made == "folder":
+        spill.mkdir()
+        (spill / "mine.txt").write_text("precious\n")
+    elif made == "link":
+        spill.symlink_to(victim)
+    before = sorted(victim.iterdir())
+    for stmt in (f"COPY (SELECT 'x' AS a) TO '{spill}/x.csv'", f"SELECT * FROM read_text('{spill}/mine.txt')",
+                 f"SELECT * FROM glob('{spill}/*')", f"ATTACH '{spill}/w.duckdb' AS w"):
+        assert cli_main(["--db", str(small_store), "sql", stmt]) == 2, stmt
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("tracekit: error: SQL error:"), (stmt, err)
+        assert "damaged" not in err[0]
+    assert sorted(victim.iterdir()) == before
+    assert not spill.exists() or sorted(p.name for p in spill.iterdir()) == ["mine.txt"]
+
+
 def test_multiple_statements_answer_with_the_last(small_store, capsys):
     assert cli_main(["--db", str(small_store), "sql", "SELECT 1 AS a; SELECT 2 AS b", "-f", "csv"]) == 0
     assert capsys.readouterr().out == "b\n2\n"

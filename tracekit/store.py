@@ -14,6 +14,8 @@ import functools
 import json
 import os
 import re
+import shutil
+import tempfile
 import threading
 import weakref
 from collections.abc import Callable
@@ -252,6 +254,24 @@ def _temp_view_sql() -> list[str]:
 _READS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL", "TRANSACTION", "SET", "VARIABLE_SET", "MULTI"})
 
 
+_EXPLAINED = re.compile(r"\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*EXPLAIN\s*(?:(?:\([^)]*\)|ANALY[SZ]E\b)\s*)*(.*)",
+                        re.IGNORECASE | re.DOTALL)
+
+
+def _statement_kind(con, stmt) -> str:
+    """``stmt``'s kind (DuckDB's statement type), for an EXPLAIN that of the statement it
+    explains (``EXPLAIN ANALYZE`` runs it: a COPY ... TO writes its file), or "EXPLAIN
+    ANALYZE" where that cannot be told."""
+    if stmt.type.name != "EXPLAIN":
+        return stmt.type.name
+    m = _EXPLAINED.fullmatch(stmt.query)
+    try:
+        inner = con.extract_statements(m.group(1)) if m else []
+    except duckdb.Error:
+        inner = []
+    return _statement_kind(con, inner[0]) if len(inner) == 1 else "EXPLAIN ANALYZE"
+
+
 def _first_error(err: BaseException) -> BaseException:
     """The error that started a failure: a statement run after a failed one (a cleanup
     in a ``finally``) meets "Current transaction is aborted", and Python keeps the
@@ -433,6 +453,7 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._temp_views = False  # the connection's TEMP views stand in front of an older store's
+        self._drop_scratch: weakref.finalize | None = None  # removes the sandbox's temporary directory
         self._lock = threading.RLock()  # held by the method under way (one_at_a_time)
         self._closed = False  # close() was called: no method may use the object again
         self._created = False  # this object created the store and committed nothing yet
@@ -495,6 +516,12 @@ class Tracekit:
         if self.allowed_directories:
             dirs = [str(Path(d).resolve()) + os.sep for d in self.allowed_directories]
             con.execute("SET allowed_directories = ?", [dirs])
+        # DuckDB lets SQL read and write its temporary directory whatever the rest: by default
+        # STORE.tmp beside the store, which anyone may have made or pointed elsewhere (a
+        # symbolic link); a new private folder instead, removed with this object
+        scratch = tempfile.mkdtemp(prefix="tracekit-")
+        self._drop_scratch = weakref.finalize(self, shutil.rmtree, scratch, ignore_errors=True)
+        con.execute("SET temp_directory = ?", [scratch])
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
 
@@ -729,7 +756,11 @@ class Tracekit:
         an ``error(...)`` raised by a query or a macro of the store is shown without
         DuckDB's class prefix."""
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        if isinstance(err, duckdb.IOException | duckdb.SerializationException) or "Corrupt" in first:
+        # (an IO error naming files none of which is the store's: a file the SQL asked for)
+        others = [f for f in re.findall(r'"([^"]+)"', first)
+                  if Path(f).name not in (self.path.name, self.path.name + ".wal")] \
+            if isinstance(err, duckdb.IOException) and re.search(r'\bfile "', first) else []
+        if (isinstance(err, duckdb.IOException | duckdb.SerializationException) or "Corrupt" in first) and not others:
             return InputError(f"{self.path}: the store cannot be read, it is truncated or damaged ({first}); "
                               "ingest your captures into a new database (--db NEW.duckdb)")
         own = first.removeprefix("Invalid Input Error: ")
@@ -780,6 +811,8 @@ class Tracekit:
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._drop_scratch is not None:
+            self._drop_scratch()  # (the sandbox's temporary directory: ``_sandbox``)
         if self._writer_since is not None:  # the lock is released: so is its info file
             self._writer_since = None
             self._drop_info.detach()  # (a later writer object of this process may write it again)
@@ -1707,8 +1740,9 @@ class Tracekit:
                              "extension (nothing downloads at run time)")
         if self.read_only and self.allowed_directories:
             for stmt in statements:
-                if stmt.type.name not in _READS:
-                    raise QueryError(f"SQL error: {stmt.type.name} statements are refused: tracekit sql "
+                kind = _statement_kind(self.con, stmt)
+                if kind not in _READS:
+                    raise QueryError(f"SQL error: {kind} statements are refused: tracekit sql "
                                      "reads the store and writes nothing")
         rel = self.con.sql(text, params=params)
         if rel is not None and statements[-1].type.name not in ("SELECT", "PRAGMA", "EXPLAIN") \

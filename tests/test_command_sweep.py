@@ -773,6 +773,31 @@ def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(
             diff(tk, sweep["mem"], sweep["plain"], at=at)
 
 
+def test_a_repeat_sweep_of_another_grid_is_an_error(tmp_path, capsys):
+    """The HSTU workload's bs x nc sweep given as the repeat of a program's m x dtype sweep:
+    it cannot measure the noise at any point compared, so it is refused naming both grids
+    (it was a warning, every row judged without its noise, as if it were the same sweep
+    whose runs there failed)."""
+    from tracekit.cli import main as cli_main
+
+    base, slow = (_manifest(w)["sweep"] for w in ("base", "slow"))
+    db = tmp_path / "s.duckdb"
+    with tracekit.open(db) as tk:
+        for run in (*sorted((SWEEPS / "base" / "runs").iterdir()), *sorted((SWEEPS / "slow" / "runs").iterdir()),
+                    *sorted((DATA / "hstu_sweep" / "runs").iterdir())):
+            tk.ingest(run)
+        hstu = tk.runs().filter(pl.col("name").str.ends_with("-bs1-nc128-none"))["params"][0]
+    hstu = json.loads(hstu)["sweep"]
+    before = db.read_bytes()
+    for command in ("diff", "compare"):
+        assert cli_main(["--db", str(db), command, base, slow, "--repeat", hstu]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"tracekit: error: {command}: --repeat {hstu}: sweep {hstu}'s grid (bs, nc) is not that of the "
+                       "points compared (m, dtype): it cannot measure their noise; give a sweep of that grid taken "
+                       "again"], err
+    assert db.read_bytes() == before
+
+
 def test_two_sweeps_setups_are_those_of_the_points_they_share(tmp_path):
     """plain's first three points and mem's last (ingested as plain's point m=4096,dtype=fp32)
     against mem_again's first three: at every point compared, plain's capture lacked

@@ -2839,6 +2839,13 @@ def _at(con, base: Side, new: Side, at: frozenset[str] | None) -> tuple[Side, Si
     return (cut[0], cut[1]) if _points_runs(con, cut[0], cut[1]) else None
 
 
+def _grid_names(points) -> list[str]:
+    """The grid's parameter names in ``points`` ('m=1024,dtype=fp16': m, dtype; a quoted
+    value's text is no name), in their order."""
+    names = (re.findall(r'(?:^|,)([A-Za-z_][\w.-]*)=', re.sub(r'"(?:[^"\\]|\\.)*"', '""', p)) for p in points)
+    return list(dict.fromkeys(n for ns in names for n in ns))
+
+
 def _as_compared(con, base: Side, new: Side) -> tuple[Side, Side]:
     """The two sides as ``diff`` compares them: a program's sweep against a run by its run at
     the run's point (``_at_the_runs_point``); one run against itself as its own point, not
@@ -2966,6 +2973,13 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
     if (cut := _at(tk.con, sides[0], sides[1], at)) is None:
+        its = [p for (p,) in tk.con.execute("SELECT DISTINCT grid_point(params) FROM runs WHERE "
+                                             "json_extract_string(params, '$.sweep') = ?", [sides[1].sweep]).fetchall()]
+        grids = [_grid_names(its), _grid_names(at or ())]
+        if sides[1].run_id is None and grids[0] and grids[0] != grids[1]:
+            raise QueryError(f"diff: {sides[1].label}'s grid ({', '.join(grids[0])}) is not that of the points "
+                             f"compared ({', '.join(grids[1])}): it cannot measure their noise; give a sweep of "
+                             "that grid taken again")
         raise NoPointsCompared(f"diff: {sides[0].label} and {sides[1].label} have no run compared at any of the points "
                          f"compared ({', '.join(sorted(at or ()))})")
     sides[0], sides[1] = cut

@@ -449,8 +449,11 @@ def test_a_run_at_no_point_of_the_sweep_is_one_line(tmp_path):
             tk.ingest(run)
         lone = tk.ingest(NSYS_EXPORTS["diff_base_a"]).run_id
         for other in (lone, tk.ingest(sorted((SWEEPS / "again" / "runs").iterdir())[3]).run_id):
-            with pytest.raises(QueryError, match=f"diff: sweep {_sweep_id('base')} and run {other} .*: a sweep is "
-                                                 "compared with a sweep, point by point, and a run with a run"):
+            with pytest.raises(QueryError, match=rf"diff: run {other} \(.*\) is at no point of sweep {_sweep_id('base')} "
+                                                 rf"\(the run is {'of no grid' if other == lone else 'at m=4096,dtype=fp32'}"
+                                                 "; the sweep's: m=1024,dtype=fp16, m=1024,dtype=fp32, m=4096,dtype=fp16: "
+                                                 r"tracekit query sweep-points .*\): a program's sweep is compared with "
+                                                 "a run by its run at the run's point"):
                 tk.diff(_sweep_id("base"), other)  # (no point of a grid; m=4096,dtype=fp32, which base lacks here)
 
 
@@ -773,11 +776,12 @@ def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(
             diff(tk, sweep["mem"], sweep["plain"], at=at)
 
 
-def test_a_repeat_sweep_of_another_grid_is_an_error(tmp_path, capsys):
+def test_a_sweep_or_run_of_another_grid_is_an_error(tmp_path, capsys):
     """The HSTU workload's bs x nc sweep given as the repeat of a program's m x dtype sweep:
     it cannot measure the noise at any point compared, so it is refused naming both grids
     (it was a warning, every row judged without its noise, as if it were the same sweep
-    whose runs there failed)."""
+    whose runs there failed). One of its runs against the program's sweep: at none of its
+    points (it said a sweep is compared with a sweep, not that a run may be)."""
     from tracekit.cli import main as cli_main
 
     base, slow = (_manifest(w)["sweep"] for w in ("base", "slow"))
@@ -786,8 +790,8 @@ def test_a_repeat_sweep_of_another_grid_is_an_error(tmp_path, capsys):
         for run in (*sorted((SWEEPS / "base" / "runs").iterdir()), *sorted((SWEEPS / "slow" / "runs").iterdir()),
                     *sorted((DATA / "hstu_sweep" / "runs").iterdir())):
             tk.ingest(run)
-        hstu = tk.runs().filter(pl.col("name").str.ends_with("-bs1-nc128-none"))["params"][0]
-    hstu = json.loads(hstu)["sweep"]
+        row = tk.runs().filter(pl.col("name").str.ends_with("-bs1-nc128-none")).row(0, named=True)
+    hstu, hstu_run = json.loads(row["params"])["sweep"], row["run_id"]
     before = db.read_bytes()
     for command in ("diff", "compare"):
         assert cli_main(["--db", str(db), command, base, slow, "--repeat", hstu]) == 2
@@ -795,6 +799,15 @@ def test_a_repeat_sweep_of_another_grid_is_an_error(tmp_path, capsys):
         assert err == [f"tracekit: error: {command}: --repeat {hstu}: sweep {hstu}'s grid (bs, nc) is not that of the "
                        "points compared (m, dtype): it cannot measure their noise; give a sweep of that grid taken "
                        "again"], err
+    # (a run of that grid against the program's sweep: at none of its points, said so)
+    assert cli_main(["--db", str(db), "diff", base, str(hstu_run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.fullmatch(
+        rf"tracekit: error: diff: run {hstu_run} \(.*-bs1-nc128-none\) is at no point of sweep {base} \(the run is at "
+        r"bs=1,nc=128; the sweep's: m=1024,dtype=fp16, m=1024,dtype=fp32, m=4096,dtype=fp16, m=4096,dtype=fp32: "
+        rf"tracekit query sweep-points -p sweep={base}\): a "
+        r"program's sweep is compared with a run by its run at the run's point; give a run at one of its points, or "
+        r"two sweeps", err[0]), err
     assert db.read_bytes() == before
 
 

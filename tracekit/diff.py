@@ -2805,7 +2805,8 @@ def _pair_rows(con, sb: Side, sn: Side, scopes: list[str], threshold: float, poi
 def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
     """A program's sweep (one that timed no requests) against a run: the sweep's run at the
     run's point ('m=1024,dtype=fp16', macro grid_point) stands for the sweep, where it has
-    one; else the pair is as given (``_scopes`` says what is wrong with it)."""
+    one, and a run at none of its points is an error; else the pair is as given (``_scopes``
+    says what is wrong with it)."""
     for i, (sweep, run) in enumerate(((sb, sn), (sn, sb))):
         if sweep.run_id is None and not sweep.timed and sweep.points and run.run_id is not None and not run.pending:
             point = con.execute("SELECT grid_point(params) FROM runs WHERE run_id = ?", [run.run_id]).fetchall()[0][0]
@@ -2815,6 +2816,14 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
                     raise QueryError(f"diff: {run.label} is {sweep.label}'s own run at {point}: compared with "
                                      "itself; give another sweep's run at that point, or two sweeps")
                 return (at, run) if i == 0 else (run, at)
+            # (a program's sweep has no scope of its own a run could be compared in)
+            shown = list(sweep.points)[:4]
+            more = f" and {len(sweep.points) - len(shown)} more" if len(sweep.points) > len(shown) else ""
+            raise QueryError(f"diff: {run.label} is at no point of {sweep.label} ("
+                             f"{'the run is at ' + point if point else 'the run is of no grid'}; the sweep's: "
+                             f"{', '.join(shown)}{more}: tracekit query {_points_query(sweep)} -p "
+                             f"sweep={sweep.sweep}): a program's sweep is compared with a run by its run at the "
+                             "run's point; give a run at one of its points, or two sweeps")
     return sb, sn
 
 

@@ -273,7 +273,8 @@ def sweep_cmd(
 
     def said(result) -> None:
         typer.echo(f"sweep {result.sweep_id}{f' ({result.tool})' if len(tools) > 1 else ''}: {len(result.ok)} ok, "
-                   f"{len(result.failed)} failed of {len(result.points)} points; manifest {result.manifest}")
+                   f"{len(result.failed)} failed of {len(result.points)} point{'' if len(result.points) == 1 else 's'}; "
+                   f"manifest {result.manifest}")
 
     import functools
 

@@ -649,7 +649,7 @@ def summary(run_dir: str | os.PathLike, db: str | os.PathLike | None = None, top
     p = meta["params"]
     lines = [f"run {meta['name']}  status {meta['status']}  preset {p['preset']}  bs {p['bs']}  "
              f"nc {p['nc']}  tool {meta['tool']}  device {meta.get('device')}  "
-             f"gpu {meta['gpu'].get('name')}  attention {meta.get('attention_backend')}"
+             f"gpu {meta['gpu'].get('name') or 'none'}  attention {meta.get('attention_backend')}"
              + (f" ({meta['attention_kernel']})" if meta.get("attention_kernel") else "")]
     if meta.get("error"):
         lines.append(f"error: {meta['error']}")

@@ -41,7 +41,7 @@ def test_capture_command_small_preset(tmp_path):
     (["capture", "--bs", "8", "--nc", "-1", "--tool", "none"], "--nc -1"),
     (["capture", "--bs", "8", "--nc", "8", "--tool", "none", "--preset", "xl"], "--preset 'xl'"),
     (["sweep", "--bs", "1,2"], "sweep needs --bs and --nc lists or --config"),
-    (["sweep", "--config", "nosuch"], "neither a sweep preset"),
+    (["sweep", "--config", "nosuch"], "--config nosuch: no such file; give a sweep config (a YAML file) or a preset (quick"),
     (["sweep", "--config", str(DATA / "ncu_full" / "report.ncu-rep.xz")], "not a YAML file (not UTF-8 text)"),
     (["capture", "--bs", "1", "--nc", "4", "--tool", "none", "--name", ""], "run name ''"),
     (["capture", "--bs", "1000", "--nc", "3000000", "--tool", "none", "--preset", "small"], "--bs 1000 --nc 3000000"),

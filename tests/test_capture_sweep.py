@@ -153,8 +153,15 @@ def test_configs_presets_yaml_and_errors(tmp_path):
             sw.load_config(bad)
     bad.write_text("workload:\n  <<: {num_layers: 2}\n  num_layers: 3\ngrid: {bs: [1], nc: [2]}\n")
     assert sw.load_config(bad)["workload"] == {"num_layers": 3}  # (a merge's key overridden: not twice)
-    with pytest.raises(CaptureError, match="neither a sweep preset"):
+    with pytest.raises(CaptureError, match="missing.yaml: no such file; give a sweep config"):
         sw.load_config(tmp_path / "missing.yaml")
+    with pytest.raises(CaptureError, match=r": a folder; give a sweep config \(a YAML file\) or a preset"):
+        sw.load_config(tmp_path)
+    # (a program's grid without its command: told what a program's sweep gives)
+    bad.write_text("grid: {m: [1024, 4096], dtype: [fp16]}\n")
+    with pytest.raises(CaptureError, match=r"'grid' must give the lists 'bs' and 'nc' of the HSTU workload \(it names "
+                                           r"dtype, m: a sweep of a program of yours gives its 'command' too"):
+        sw.load_config(bad)
 
 
 def test_real_sweep_two_points(tmp_path):

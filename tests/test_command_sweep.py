@@ -1308,7 +1308,7 @@ def test_a_sweep_whose_points_ran_no_kernel_warns_and_succeeds(tmp_path, monkeyp
     res = _sweep(tmp_path, monkeypatch, "--tool", "nsys", "--db", "s.duckdb", "--grid", "m=1", "--",
                  sys.executable, "{m}")
     assert res.exit_code == 0, res.output
-    assert "sweep sweep-" in res.output and "1 ok, 0 failed of 1 points" in res.output
+    assert "sweep sweep-" in res.output and "1 ok, 0 failed of 1 point;" in res.output
     assert "tracekit: warning: sweep-points: " in res.output and "Traceback" not in res.output
 
 

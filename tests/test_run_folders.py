@@ -332,8 +332,8 @@ def test_a_failed_capture_lands_with_a_warning_and_runs_shows_its_status(tmp_pat
     assert out.count(": run ") == 2, out
     warning = [line for line in err.splitlines() if "warning" in line]
     assert warning == [f"{failed}: warning: the capture's status is 'failed' (worker exited with code 1: CUDA out "
-                       "of memory); its rows are kept, but sweep-latency, sweep-kernels and sweep diffs leave the "
-                       "run out"], err
+                       "of memory); its rows are kept, but the sweep queries (sweep-latency, sweep-kernels, "
+                       "sweep-points, sweep-ncu) and sweep diffs leave the run out"], err
     with tracekit.open(db) as tk:
         statuses = dict(tk.query("runs").select("name", "status").iter_rows())
         assert statuses == {failed.name: "failed", ok.name: "ok"}

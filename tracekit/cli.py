@@ -680,7 +680,8 @@ def _echo_result(f, res) -> None:
     if res.status not in (None, "ok"):  # a capture that failed or was stopped still lands: say so
         why = f" ({escape_controls(res.error)})" if res.error else ""
         typer.echo(f"{f}: warning: the capture's status is {escape_controls(res.status)!r}{why}; its rows are kept, "
-                   "but sweep-latency, sweep-kernels and sweep diffs leave the run out", err=True)
+                   "but the sweep queries (sweep-latency, sweep-kernels, sweep-points, sweep-ncu) and sweep diffs leave "
+                   "the run out", err=True)
 
 
 def _ingest_distributed(tk, files, workers, scheduler, name, params, landed: list) -> None:

@@ -557,6 +557,23 @@ def test_sql_without_a_statement(small_store, capsys, text):
     assert "SQL error: no statement given" in one_error_line(capsys)
 
 
+def test_a_file_whose_name_starts_with_a_dash_says_where_it_goes(tmp_path, monkeypatch, capsys):
+    """`tracekit ingest -run.sqlite`: click reads it as options (-r ...); the error names the
+    file and the two ways to give it, and both ingest it."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copyfile(NSYS_EXPORTS["diff_base_a"], tmp_path / "-run.sqlite.xz")
+    db = str(tmp_path / "s.duckdb")
+    assert cli_main(["--db", db, "ingest", "-run.sqlite.xz"]) == 2
+    assert one_error_line(capsys).endswith("; -run.sqlite.xz is a file: give it after -- (tracekit ingest -- "
+                                           "-run.sqlite.xz) or as ./-run.sqlite.xz")
+    assert not (tmp_path / "s.duckdb").exists()
+    assert cli_main(["--db", db, "ingest", "--", "-run.sqlite.xz"]) == 0
+    assert cli_main(["--db", db, "ingest", "./-run.sqlite.xz"]) == 0
+    assert "already ingested" in capsys.readouterr().out
+
+
 def test_sql_that_starts_with_a_comment_says_to_put_it_after_dashes(small_store, capsys):
     """Click reads an argument that starts with - as an option: SQL whose first line is a comment
     says where it goes (after --), and there it runs."""

@@ -1546,9 +1546,13 @@ def _run(args: list[str]) -> int:
         elif hasattr(err, "format_message"):  # a usage error from the CLI parser
             message = (err.format_message().strip().splitlines() or [type(err).__name__])[0]
             option = getattr(err, "option_name", None)
+            where = getattr(getattr(err, "ctx", None), "command_path", None) or "tracekit COMMAND"
+            end = args.index("--") if "--" in args else len(args)
+            dashed = next((a for a in args[:end] if a.startswith("-") and len(a) > 1 and os.path.exists(a)), None)
             if isinstance(option, str) and any(c.isspace() for c in option):  # text, not an option: SQL after a comment
-                where = getattr(getattr(err, "ctx", None), "command_path", None) or "tracekit COMMAND"
                 message += f"; an argument that starts with - goes after -- ({where} -- \"-- ...\")"
+            elif isinstance(option, str) and dashed is not None:  # a file named -x.sqlite, read as options
+                message += f"; {dashed} is a file: give it after -- ({where} -- {dashed}) or as ./{dashed}"
             typer.echo(f"tracekit: error: {_error_text(message)}", err=True)
             return 2
         else:

@@ -776,6 +776,16 @@ def test_a_repeat_sweep_measures_the_noise_at_the_points_of_the_sweeps_compared(
             diff(tk, sweep["mem"], sweep["plain"], at=at)
 
 
+def test_sweep_latency_of_a_store_of_program_sweeps_says_they_time_no_request(sweeps):
+    """A store holding programs' sweeps alone: sweep-latency says how to get a timing sweep and
+    that a program's sweep times none (it said only to ingest the folders `tracekit sweep`
+    writes, which these are)."""
+    with pytest.raises(QueryError, match=r"^sweep-latency: no timing run in .*; .*tracekit sweep --bs 1,8 --nc "
+                                         r"128,1024`: tracekit ingest runs/\*; a program's sweep \(--grid\) times no "
+                                         r"request, its points are sweep-points\)$"):
+        sweeps.query("sweep-latency")
+
+
 def test_a_sweep_or_run_of_another_grid_is_an_error(tmp_path, capsys):
     """The HSTU workload's bs x nc sweep given as the repeat of a program's m x dtype sweep:
     it cannot measure the noise at any point compared, so it is refused naming both grids

@@ -272,6 +272,15 @@ def _statement_kind(con, stmt) -> str:
     return _statement_kind(con, inner[0]) if len(inner) == 1 else "EXPLAIN ANALYZE"
 
 
+def _resolves(path: Path) -> bool:
+    """Whether ``path``'s symbolic links lead somewhere (existing or not), not round a loop."""
+    try:
+        path.resolve()
+    except (RuntimeError, OSError):  # (Python's words for a loop of links: 3.12 and before, 3.13)
+        return False
+    return True
+
+
 def _first_error(err: BaseException) -> BaseException:
     """The error that started a failure: a statement run after a failed one (a cleanup
     in a ``finally``) meets "Current transaction is aborted", and Python keeps the
@@ -544,6 +553,8 @@ class Tracekit:
         self.check_open()
         if self._con is None:
             if self.read_only and not self.path.exists() and str(self.path) != ":memory:":
+                if self.path.is_symlink() and not _resolves(self.path):
+                    self._check_file()  # (a loop of links is said to be one)
                 raise TracekitError(f"{self.path}: no such database; ingest a capture first (tracekit ingest FILE)")
             existed = self.path.exists() or str(self.path) == ":memory:"
             self._check_file()

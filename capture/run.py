@@ -244,11 +244,10 @@ def wait(proc: subprocess.Popen, pumps: list[threading.Thread], timeout_s: float
 
 
 def stop(proc: subprocess.Popen, whole_tree: bool) -> None:
-    """Stop ``proc`` and what it started: SIGINT (SIGTERM where this process ignores SIGINT),
-    ``STOP_GRACE_S`` to write its files and end, then killed; a process it started (in its
-    process group: the program a profiler runs, not a daemon of its own session) still
-    running ``ORPHAN_GRACE_S`` after it ended is killed. ``whole_tree``: those processes are
-    sent the signal too, as a Ctrl-C in their
+    """Stop ``proc`` and what it started: SIGINT, ``STOP_GRACE_S`` to write its files and end,
+    then killed; a process it started (in its process group: the program a profiler runs,
+    not a daemon of its own session) still running ``ORPHAN_GRACE_S`` after it ended is
+    killed. ``whole_tree``: those processes are sent the SIGINT too, as a Ctrl-C in their
     terminal does (at a deadline nothing else has told them; after a Ctrl-C the terminal has)."""
     tree: dict[int, Any] = {}  # pid -> psutil.Process: every one seen while proc ran
 
@@ -259,14 +258,10 @@ def stop(proc: subprocess.Popen, whole_tree: bool) -> None:
         tree.update((p.pid, p) for p in new)
         return new
 
-    # (a process started ignoring SIGINT, a shell script's background job, started its
-    # program ignoring it too: told with a SIGTERM instead)
-    stop_signal = signal.SIGTERM if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else signal.SIGINT
-
     def interrupt(procs: list) -> None:
         for p in procs:
             with contextlib.suppress(OSError, _psutil_error()):
-                p.send_signal(stop_signal)
+                p.send_signal(signal.SIGINT)
 
     first = look()
     interrupt([proc, *first] if whole_tree else [proc])

@@ -189,30 +189,6 @@ def test_a_ctrl_c_the_command_did_not_catch_is_one_line_or_nothing(small_store, 
         assert (proc.returncode, out) == (130, "") and proc.stderr == "tracekit: interrupted\n", proc
 
 
-def test_a_background_job_told_to_stop_is_interrupted_after_its_held_block():
-    """A process started ignoring SIGINT (a shell script's background job) keeps ignoring it,
-    and a SIGTERM there is a KeyboardInterrupt counted as a Ctrl-C, raised where the ``held``
-    block under way ends (it used to end the process at once, whatever it was doing)."""
-    code = ("import os, signal, sys\n"
-            "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-            "from tracekit.interrupts import SigintWatch, stop_as_ctrl_c, terminated\n"
-            "stop_as_ctrl_c()\n"
-            "os.kill(os.getpid(), signal.SIGINT)  # (a Ctrl-C at the terminal: not for a background job)\n"
-            "said = []\n"
-            "try:\n"
-            "    with SigintWatch() as watch:\n"
-            "        with watch.held():\n"
-            "            os.kill(os.getpid(), signal.SIGTERM)\n"
-            "            said.append('block ended')\n"
-            "        said.append('not reached')\n"
-            "except KeyboardInterrupt:\n"
-            "    said.append(f'interrupted, counted {watch.count}, terminated {terminated()}')\n"
-            "print('; '.join(said))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (
-        0, "block ended; interrupted, counted 1, terminated True\n", ""), proc
-
-
 def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):
     info, _ = _ingest_through(small_store, _SigintDuringCommit)
     assert info.value.exit_code == 130

@@ -37,9 +37,6 @@ _RECEIVED = [0]
 _TERMINATED: list[int | None] = [None]
 #: the handlers ``stop_as_ctrl_c`` replaced, put back by ``stop_at_once``
 _REPLACED: dict[int, object] = {}
-#: the ``held`` blocks under way, and whether a SIGTERM or SIGHUP to a process ignoring
-#: SIGINT came during one (``stop_as_ctrl_c``: raised where the outermost ends)
-_HELD = {"depth": 0, "deferred": False}
 
 
 def stop_as_ctrl_c() -> None:
@@ -47,28 +44,18 @@ def stop_as_ctrl_c() -> None:
     terminal closed) stop this process's command as a Ctrl-C does: a SIGINT to itself, so
     that what it started is stopped (``terminated``), a sweep's point and manifest say it was
     interrupted and the store is left as it was. The first one only: one that comes while
-    the command stops does not cut its clean-up. A signal this process was started ignoring
-    (``nohup``: SIGHUP) keeps being ignored. A process started ignoring SIGINT (a shell
-    script's background job: a Ctrl-C at the terminal is not for it) keeps ignoring it, and
-    SIGTERM or SIGHUP raise the KeyboardInterrupt themselves, counted as a Ctrl-C (``count``
-    of the watches under way), at the end of a ``held`` block under way. Called once, from
-    the main thread."""
-    current = signal.getsignal(signal.SIGINT)
-    if current is not signal.default_int_handler and current is not signal.SIG_IGN:
-        return  # (a handler of the caller's own)
+    the command stops does not cut its clean-up. Not where that cannot be a Ctrl-C: a
+    signal this process was started ignoring (``nohup``: SIGHUP) keeps being ignored, and in a
+    process started ignoring SIGINT (a shell script's background job) both end it at once,
+    as before. Called once, from the main thread."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
 
     def forward(signum, frame) -> None:
         if _TERMINATED[0] is not None:
             return
         _TERMINATED[0] = signum
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            os.kill(os.getpid(), signal.SIGINT)
-            return
-        _RECEIVED[0] += 1
-        if _HELD["depth"]:
-            _HELD["deferred"] = True  # (raised where the block ends)
-            return
-        raise KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGINT)
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:
@@ -269,16 +256,11 @@ class SigintWatch:
         """A block a Ctrl-C does not cut: one that arrives meanwhile is raised at its end."""
         with _LOCK:
             self._holding = True
-            _HELD["depth"] += 1
         try:
             yield
         finally:
             self._holding = False
-            with _LOCK:
-                _HELD["depth"] -= 1
-                late = _HELD["deferred"] and not _HELD["depth"]
-                _HELD["deferred"] = _HELD["deferred"] and not late
-            if self._deferred or late:
+            if self._deferred:
                 self._deferred = False
                 raise KeyboardInterrupt
 

@@ -214,7 +214,8 @@ def test_allowed_directories_is_the_hook_for_a_store_made_of_files(small_store, 
     tk.close()
 
 
-@pytest.mark.parametrize("stmt", ["INSTALL httpfs", "FORCE INSTALL httpfs", "LOAD sqlite", "SELECT 1; INSTALL httpfs"])
+@pytest.mark.parametrize("stmt", ["INSTALL httpfs", "FORCE INSTALL httpfs", "LOAD sqlite", "SELECT 1; INSTALL httpfs",
+                                  "UPDATE EXTENSIONS"])
 def test_a_writable_store_installs_no_extension(small_store, stmt):
     """`tracekit.open(db)` (read-write, a notebook's default) runs the user's SQL as given,
     but INSTALL/LOAD would download: refused before anything runs (it tried the network,
@@ -222,7 +223,7 @@ def test_a_writable_store_installs_no_extension(small_store, stmt):
     import tracekit
 
     with tracekit.open(small_store) as tk:
-        with pytest.raises(tracekit.QueryError, match="INSTALL and LOAD statements are refused"):
+        with pytest.raises(tracekit.QueryError, match="INSTALL, LOAD and UPDATE EXTENSIONS statements are refused"):
             tk.sql(stmt)
         assert tk.sql("SELECT count(*) AS n FROM runs")["n"][0] == 2
 

@@ -8,6 +8,7 @@ database exactly as it was (and a database that did not exist is not created).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as _dt
 import functools
@@ -254,22 +255,40 @@ def _temp_view_sql() -> list[str]:
 _READS = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL", "TRANSACTION", "SET", "VARIABLE_SET", "MULTI"})
 
 
-_EXPLAINED = re.compile(r"\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*EXPLAIN\s*(?:(?:\([^)]*\)|ANALY[SZ]E\b)\s*)*(.*)",
-                        re.IGNORECASE | re.DOTALL)
+_LEAD = r"\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*"  # (blanks and comments before a statement's first word)
+_EXPLAINED = re.compile(_LEAD + r"EXPLAIN\s*(?:(?:\([^)]*\)|ANALY[SZ]E\b)\s*)*(.*)", re.IGNORECASE | re.DOTALL)
+_IMPORT = re.compile(_LEAD + r"IMPORT\b", re.IGNORECASE)
 
 
 def _statement_kind(con, stmt) -> str:
     """``stmt``'s kind (DuckDB's statement type), for an EXPLAIN that of the statement it
     explains (``EXPLAIN ANALYZE`` runs it: a COPY ... TO writes its file), or "EXPLAIN
-    ANALYZE" where that cannot be told."""
-    if stmt.type.name != "EXPLAIN":
-        return stmt.type.name
+    ANALYZE" where that cannot be told; IMPORT DATABASE (DuckDB's type: PRAGMA) runs the
+    folder's SQL; a kind this DuckDB's Python module cannot name is "UNKNOWN"."""
+    try:
+        kind = stmt.type.name
+    except ValueError:  # (UPDATE EXTENSIONS: 29 is not a valid StatementType)
+        return "UNKNOWN"
+    if kind == "PRAGMA" and _IMPORT.match(stmt.query):
+        return "IMPORT DATABASE"
+    if kind != "EXPLAIN":
+        return kind
     m = _EXPLAINED.fullmatch(stmt.query)
     try:
         inner = con.extract_statements(m.group(1)) if m else []
     except duckdb.Error:
         inner = []
     return _statement_kind(con, inner[0]) if len(inner) == 1 else "EXPLAIN ANALYZE"
+
+
+@functools.cache
+def _scratch() -> str:
+    """A new private folder (``$TMPDIR/tracekit-*``, mode 0700) for the process's sandboxed
+    connections to spill to, removed when the process exits: one for all of them, as readers
+    of one store share DuckDB's database and its setting."""
+    folder = tempfile.mkdtemp(prefix="tracekit-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def _resolves(path: Path) -> bool:
@@ -462,7 +481,6 @@ class Tracekit:
         self.read_only = read_only
         self._con: duckdb.DuckDBPyConnection | None = None
         self._temp_views = False  # the connection's TEMP views stand in front of an older store's
-        self._drop_scratch: weakref.finalize | None = None  # removes the sandbox's temporary directory
         self._lock = threading.RLock()  # held by the method under way (one_at_a_time)
         self._closed = False  # close() was called: no method may use the object again
         self._created = False  # this object created the store and committed nothing yet
@@ -527,10 +545,8 @@ class Tracekit:
             con.execute("SET allowed_directories = ?", [dirs])
         # DuckDB lets SQL read and write its temporary directory whatever the rest: by default
         # STORE.tmp beside the store, which anyone may have made or pointed elsewhere (a
-        # symbolic link); a new private folder instead, removed with this object
-        scratch = tempfile.mkdtemp(prefix="tracekit-")
-        self._drop_scratch = weakref.finalize(self, shutil.rmtree, scratch, ignore_errors=True)
-        con.execute("SET temp_directory = ?", [scratch])
+        # symbolic link); the process's private folder instead (``_scratch``)
+        con.execute("SET temp_directory = ?", [_scratch()])
         con.execute("SET enable_external_access = false")
         con.execute("SET lock_configuration = true")
 
@@ -822,8 +838,6 @@ class Tracekit:
         if self._con is not None:
             self._con.close()
             self._con = None
-        if self._drop_scratch is not None:
-            self._drop_scratch()  # (the sandbox's temporary directory: ``_sandbox``)
         if self._writer_since is not None:  # the lock is released: so is its info file
             self._writer_since = None
             self._drop_info.detach()  # (a later writer object of this process may write it again)
@@ -1746,9 +1760,10 @@ class Tracekit:
         if not statements:
             raise QueryError("SQL error: no statement given (only blanks or comments); e.g. "
                              "tracekit sql \"SELECT * FROM runs\"")
-        if any(stmt.type.name == "LOAD" for stmt in statements):  # INSTALL and LOAD: DuckDB would download
-            raise QueryError("SQL error: INSTALL and LOAD statements are refused: tracekit installs no DuckDB "
-                             "extension (nothing downloads at run time)")
+        if any(_statement_kind(self.con, stmt) in ("LOAD", "UNKNOWN") for stmt in statements):
+            # INSTALL, LOAD and UPDATE EXTENSIONS (a kind DuckDB's module cannot name): DuckDB would download
+            raise QueryError("SQL error: INSTALL, LOAD and UPDATE EXTENSIONS statements are refused: tracekit "
+                             "installs no DuckDB extension (nothing downloads at run time)")
         if self.read_only and self.allowed_directories:
             for stmt in statements:
                 kind = _statement_kind(self.con, stmt)

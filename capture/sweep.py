@@ -330,7 +330,7 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
     else:
         path = Path(config)
         if not path.is_file():
-            what = "a folder" if path.is_dir() else "no such file"
+            what = "a folder" if path.is_dir() else "not a file" if path.exists() else "no such file"
             raise CaptureError(f"--config {config}: {what}; give a sweep config (a YAML file) or a preset "
                                f"({', '.join(SWEEP_PRESETS)})")
         import yaml
@@ -365,9 +365,9 @@ def load_config(config: str | os.PathLike | dict) -> dict[str, Any]:
         data["workload"] = {str(k): v for k, v in data["workload"].items()}
     grid = data.get("grid")
     if not isinstance(grid, dict) or set(grid) != {"bs", "nc"}:
-        others = sorted(map(str, set(grid) - {"bs", "nc"})) if isinstance(grid, dict) else []
+        others = [str(k) for k in grid if k not in ("bs", "nc")] if isinstance(grid, dict) else []
         program = (f" (it names {', '.join(others)}: a sweep of a program of yours gives its 'command' too, "
-                   "e.g. command: python bench.py --m {m})") if others else ""
+                   f"e.g. command: python bench.py --{others[0]} {{{others[0]}}})") if others else ""
         raise CaptureError(f"{where}: 'grid' must give the lists 'bs' and 'nc' of the HSTU workload{program}")
     try:  # every value the config gives, checked here: its errors name the file and the key, not a flag
         data["grid"] = {"bs": parse_list(grid["bs"], "grid.bs"), "nc": parse_list(grid["nc"], "grid.nc")}

@@ -160,7 +160,8 @@ def test_configs_presets_yaml_and_errors(tmp_path):
     # (a program's grid without its command: told what a program's sweep gives)
     bad.write_text("grid: {m: [1024, 4096], dtype: [fp16]}\n")
     with pytest.raises(CaptureError, match=r"'grid' must give the lists 'bs' and 'nc' of the HSTU workload \(it names "
-                                           r"dtype, m: a sweep of a program of yours gives its 'command' too"):
+                                           r"m, dtype: a sweep of a program of yours gives its 'command' too, e\.g\. command: python "
+                                           r"bench\.py --m \{m\}\)"):
         sw.load_config(bad)
 
 

@@ -568,8 +568,10 @@ def test_a_file_whose_name_starts_with_a_dash_says_where_it_goes(tmp_path, monke
     shutil.copyfile(NSYS_EXPORTS["diff_base_a"], tmp_path / "-run.sqlite.xz")
     db = str(tmp_path / "s.duckdb")
     assert cli_main(["--db", db, "ingest", "-run.sqlite.xz"]) == 2
-    assert one_error_line(capsys).endswith("; -run.sqlite.xz is a file: give it after -- (tracekit ingest -- "
-                                           "-run.sqlite.xz) or as ./-run.sqlite.xz")
+    assert one_error_line(capsys).endswith("; -run.sqlite.xz is a file: give it as ./-run.sqlite.xz (or after --)")
+    # (only the file taken for the unknown option is named: not another argument starting with -)
+    assert cli_main(["--db", db, "query", "top-kernels", "-o", "-run.sqlite.xz", "--bogus"]) == 2
+    assert "is a file" not in one_error_line(capsys)
     assert not (tmp_path / "s.duckdb").exists()
     assert cli_main(["--db", db, "ingest", "--", "-run.sqlite.xz"]) == 0
     assert cli_main(["--db", db, "ingest", "./-run.sqlite.xz"]) == 0

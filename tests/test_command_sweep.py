@@ -448,7 +448,7 @@ def test_a_run_at_no_point_of_the_sweep_is_one_line(tmp_path):
             tk.ingest(run)
         lone = tk.ingest(NSYS_EXPORTS["diff_base_a"]).run_id
         for other in (lone, tk.ingest(sorted((SWEEPS / "again" / "runs").iterdir())[3]).run_id):
-            with pytest.raises(QueryError, match=rf"diff: run {other} \(.*\) is at no point of sweep {_sweep_id('base')} "
+            with pytest.raises(QueryError, match=rf"diff: run {other} \(.*\) is at none of the points of sweep {_sweep_id('base')} the store holds "
                                                  rf"\(the run is {'of no grid' if other == lone else 'at m=4096,dtype=fp32'}"
                                                  "; the sweep's: m=1024,dtype=fp16, m=1024,dtype=fp32, m=4096,dtype=fp16: "
                                                  r"tracekit query sweep-points .*\): a program's sweep is compared with "
@@ -781,7 +781,7 @@ def test_sweep_latency_of_a_store_of_program_sweeps_says_they_time_no_request(sw
     writes, which these are)."""
     with pytest.raises(QueryError, match=r"^sweep-latency: no timing run in .*; .*tracekit sweep --bs 1,8 --nc "
                                          r"128,1024`: tracekit ingest runs/\*; a program's sweep \(--grid\) times no "
-                                         r"request, its points are sweep-points\)$"):
+                                         r"request: its points, tracekit query sweep-points\)$"):
         sweeps.query("sweep-latency")
 
 
@@ -812,11 +812,11 @@ def test_a_sweep_or_run_of_another_grid_is_an_error(tmp_path, capsys):
     assert cli_main(["--db", str(db), "diff", base, str(hstu_run)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.fullmatch(
-        rf"tracekit: error: diff: run {hstu_run} \(.*-bs1-nc128-none\) is at no point of sweep {base} \(the run is at "
-        r"bs=1,nc=128; the sweep's: m=1024,dtype=fp16, m=1024,dtype=fp32, m=4096,dtype=fp16, m=4096,dtype=fp32: "
-        rf"tracekit query sweep-points -p sweep={base}\): a "
-        r"program's sweep is compared with a run by its run at the run's point; give a run at one of its points, or "
-        r"two sweeps", err[0]), err
+        rf"tracekit: error: diff: run {hstu_run} \(.*-bs1-nc128-none\) is at none of the points of sweep {base} the "
+        r"store holds \(the run is at bs=1,nc=128; the sweep's: m=1024,dtype=fp16, m=1024,dtype=fp32, "
+        rf"m=4096,dtype=fp16, m=4096,dtype=fp32: tracekit query sweep-points -p sweep={base}\): a program's sweep is "
+        r"compared with a run by its run at the run's point; give a run at one of those points \(or ingest the "
+        r"sweep's run at the run's point\), or two sweeps", err[0]), err
     assert db.read_bytes() == before
 
 

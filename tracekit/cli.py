@@ -49,9 +49,11 @@ class _LazyGroup(TyperGroup):
     signature and options of one command, not of all (``built_lazily``); and whose
     ``_LAZY`` commands are imported only then too."""
 
-    #: name -> the function making the command or sub-group of that name, in the order
-    #: of creation (the help lists them in it)
-    makers: dict[str, Callable[[], Any]] = {}
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        #: name -> the function making the command or sub-group of that name, in the order
+        #: of creation (the help lists them in it)
+        self.makers: dict[str, Callable[[], Any]] = {}
 
     def _lazy(self) -> dict[str, tuple[str, str]]:
         return _LAZY.get(self.name or "", {})
@@ -1548,11 +1550,12 @@ def _run(args: list[str]) -> int:
             option = getattr(err, "option_name", None)
             where = getattr(getattr(err, "ctx", None), "command_path", None) or "tracekit COMMAND"
             end = args.index("--") if "--" in args else len(args)
-            dashed = next((a for a in args[:end] if a.startswith("-") and len(a) > 1 and os.path.exists(a)), None)
+            dashed = next((a for a in args[:end] if isinstance(option, str) and len(option) > 1 and a.startswith(option)
+                           and os.path.exists(a)), None)
             if isinstance(option, str) and any(c.isspace() for c in option):  # text, not an option: SQL after a comment
                 message += f"; an argument that starts with - goes after -- ({where} -- \"-- ...\")"
-            elif isinstance(option, str) and dashed is not None:  # a file named -x.sqlite, read as options
-                message += f"; {dashed} is a file: give it after -- ({where} -- {dashed}) or as ./{dashed}"
+            elif dashed is not None:  # a file named -x.sqlite, read as options (-x)
+                message += f"; {dashed} is a file: give it as ./{dashed} (or after --)"
             typer.echo(f"tracekit: error: {_error_text(message)}", err=True)
             return 2
         else:

@@ -2819,11 +2819,11 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
             # (a program's sweep has no scope of its own a run could be compared in)
             shown = list(sweep.points)[:4]
             more = f" and {len(sweep.points) - len(shown)} more" if len(sweep.points) > len(shown) else ""
-            raise QueryError(f"diff: {run.label} is at no point of {sweep.label} ("
+            raise QueryError(f"diff: {run.label} is at none of the points of {sweep.label} the store holds ("
                              f"{'the run is at ' + point if point else 'the run is of no grid'}; the sweep's: "
                              f"{', '.join(shown)}{more}: tracekit query {_points_query(sweep)} -p "
                              f"sweep={sweep.sweep}): a program's sweep is compared with a run by its run at the "
-                             "run's point; give a run at one of its points, or two sweeps")
+                             "run's point; give a run at one of those points (or ingest the sweep's run at the run's point), or two sweeps")
     return sb, sn
 
 

@@ -989,8 +989,8 @@ RUN_KINDS = ("nsys", "ncu", "bench")
 _KIND_HINTS = {"nsys": "ingest an nsys export: tracekit ingest FILE.sqlite",
                "ncu": "ingest an ncu report: tracekit ingest FILE.ncu-rep",
                "timing": "ingest the run folders of a sweep of the HSTU workload, `tracekit sweep --bs 1,8 --nc "
-                         "128,1024`: tracekit ingest runs/*; a program's sweep (--grid) times no request, its points "
-                         "are sweep-points",
+                         "128,1024`: tracekit ingest runs/*; a program's sweep (--grid) times no request: its points, "
+                         "tracekit query sweep-points",
                "bench": "ingest the JSON `tracekit bench attention --json FILE` writes: tracekit ingest FILE"}
 #: table or view -> kind of run (``_table_kinds``)
 _TABLE_KINDS = _table_kinds()

@@ -1550,8 +1550,8 @@ def _run(args: list[str]) -> int:
             option = getattr(err, "option_name", None)
             where = getattr(getattr(err, "ctx", None), "command_path", None) or "tracekit COMMAND"
             end = args.index("--") if "--" in args else len(args)
-            dashed = next((a for a in args[:end] if isinstance(option, str) and len(option) > 1 and a.startswith(option)
-                           and os.path.exists(a)), None)
+            dashed = next((a for a in args[:end] if a.startswith(option) and os.path.exists(a)), None) \
+                if isinstance(option, str) and len(option) > 1 else None
             if isinstance(option, str) and any(c.isspace() for c in option):  # text, not an option: SQL after a comment
                 message += f"; an argument that starts with - goes after -- ({where} -- \"-- ...\")"
             elif dashed is not None:  # a file named -x.sqlite, read as options (-x)

@@ -2823,7 +2823,8 @@ def _at_the_runs_point(con, sb: Side, sn: Side) -> tuple[Side, Side]:
                              f"{'the run is at ' + point if point else 'the run is of no grid'}; the sweep's: "
                              f"{', '.join(shown)}{more}: tracekit query {_points_query(sweep)} -p "
                              f"sweep={sweep.sweep}): a program's sweep is compared with a run by its run at the "
-                             "run's point; give a run at one of those points (or ingest the sweep's run at the run's point), or two sweeps")
+                             "run's point; give a run at one of those points (or ingest the sweep's run at the "
+                             "run's point), or two sweeps")
     return sb, sn
 
 

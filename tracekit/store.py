@@ -295,7 +295,7 @@ def _resolves(path: Path) -> bool:
     """Whether ``path``'s symbolic links lead somewhere (existing or not), not round a loop."""
     try:
         path.resolve()
-    except (RuntimeError, OSError):  # (Python's words for a loop of links: 3.12 and before, 3.13)
+    except (RuntimeError, OSError):  # (a loop of links: RuntimeError before Python 3.13, OSError since)
         return False
     return True
 

@@ -2983,10 +2983,10 @@ def diff(tk, base: Any, new: Any, by: list[str] | str | None = None, threshold_p
         if files[i]:
             sides[i] = resolve(tk, r, pair_check(sides.get(1 - i), i == 0, by))
     if (cut := _at(tk.con, sides[0], sides[1], at)) is None:
-        its = [p for (p,) in tk.con.execute("SELECT DISTINCT grid_point(params) FROM runs WHERE "
-                                             "json_extract_string(params, '$.sweep') = ?", [sides[1].sweep]).fetchall()]
-        grids = [_grid_names(its), _grid_names(at or ())]
-        if sides[1].run_id is None and grids[0] and grids[0] != grids[1]:
+        its = [] if sides[1].run_id is not None else tk.con.execute(
+            "SELECT DISTINCT grid_point(params) FROM runs WHERE in_sweep(params, ?)", [sides[1].sweep]).fetchall()
+        grids = [_grid_names(p for (p,) in its), _grid_names(at or ())]
+        if grids[0] and grids[0] != grids[1]:
             raise QueryError(f"diff: {sides[1].label}'s grid ({', '.join(grids[0])}) is not that of the points "
                              f"compared ({', '.join(grids[1])}): it cannot measure their noise; give a sweep of "
                              "that grid taken again")

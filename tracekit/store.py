@@ -1760,13 +1760,13 @@ class Tracekit:
         if not statements:
             raise QueryError("SQL error: no statement given (only blanks or comments); e.g. "
                              "tracekit sql \"SELECT * FROM runs\"")
-        if any(_statement_kind(self.con, stmt) in ("LOAD", "UNKNOWN") for stmt in statements):
+        kinds = [_statement_kind(self.con, stmt) for stmt in statements]
+        if any(kind in ("LOAD", "UNKNOWN") for kind in kinds):
             # INSTALL, LOAD and UPDATE EXTENSIONS (a kind DuckDB's module cannot name): DuckDB would download
             raise QueryError("SQL error: INSTALL, LOAD and UPDATE EXTENSIONS statements are refused: tracekit "
                              "installs no DuckDB extension (nothing downloads at run time)")
         if self.read_only and self.allowed_directories:
-            for stmt in statements:
-                kind = _statement_kind(self.con, stmt)
+            for kind in kinds:
                 if kind not in _READS:
                     raise QueryError(f"SQL error: {kind} statements are refused: tracekit sql "
                                      "reads the store and writes nothing")

@@ -1137,8 +1137,11 @@ def test_a_real_ctrl_c_prints_what_the_sweep_kept(tmp_path):
 #: a program that starts a second one and waits: each writes its pid, and on a SIGINT (Ctrl-C)
 #: its name with "-stopped" (killed, it writes nothing)
 _TREE = """
-import os, pathlib, subprocess, sys, time
+import os, pathlib, signal, subprocess, sys, time
 marks, name = pathlib.Path(sys.argv[1]), sys.argv[2]
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # (started ignoring it, it handles it: as the HSTU worker)
+    (marks / (name + "-ignoring")).touch()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 try:
     if name.endswith("-child"):
         (marks / name).write_text(str(os.getpid()))
@@ -1178,17 +1181,26 @@ def _sweep_of_a_tree(tmp_path, sig_ign=()):
     return proc, marks
 
 
+@pytest.mark.parametrize("background", [False, True], ids=["", "background"])
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
-def test_a_sweep_told_to_stop_ends_as_a_ctrl_c_does(tmp_path, sig):
+def test_a_sweep_told_to_stop_ends_as_a_ctrl_c_does(tmp_path, sig, background):
     """SIGTERM (kill, timeout, a batch scheduler) or SIGHUP (the terminal closed) to tracekit
     alone: the program and the one it started get the SIGINT a terminal's Ctrl-C would give
     them (nothing else told them), exit 130, the sweep's line, its manifest interrupted with
-    the cut point's run folder; a second signal meanwhile does not cut that clean-up."""
+    the cut point's run folder; a second signal meanwhile does not cut that clean-up. So in a
+    shell script's background job too (started ignoring SIGINT), which keeps ignoring a
+    Ctrl-C and starts its program ignoring it (it used to die at once on a SIGTERM, its
+    program left running and its manifest "running")."""
     import os
     import signal
+    import time
 
-    proc, marks = _sweep_of_a_tree(tmp_path)
+    proc, marks = _sweep_of_a_tree(tmp_path, sig_ign=(signal.SIGINT,) if background else ())
     try:
+        if background:
+            os.kill(proc.pid, signal.SIGINT)  # (a Ctrl-C at the terminal: not for a background job)
+            time.sleep(1)
+            assert proc.poll() is None
         os.kill(proc.pid, getattr(signal, sig))
         os.kill(proc.pid, getattr(signal, sig))
         out, err = proc.communicate(timeout=90)
@@ -1199,6 +1211,7 @@ def test_a_sweep_told_to_stop_ends_as_a_ctrl_c_does(tmp_path, sig):
     assert re.fullmatch(r"tracekit: sweep interrupted at n=1 before any point finished; manifest .*sweep-.*\.json\n",
                         err.splitlines(keepends=True)[-1] if err else ""), err
     assert (marks / "p1-stopped").exists() and (marks / "p1-child-stopped").exists()
+    assert (marks / "p1-ignoring").exists() == background  # (its child it starts handling SIGINT)
     for pid in (int((marks / "p1").read_text()), int((marks / "p1-child").read_text())):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # (ended before tracekit did)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import lzma
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -187,6 +188,79 @@ def test_a_ctrl_c_the_command_did_not_catch_is_one_line_or_nothing(small_store, 
         assert (proc.returncode, proc.stderr) == (0, "") and "nsys" in out, proc
     else:
         assert (proc.returncode, out) == (130, "") and proc.stderr == "tracekit: interrupted\n", proc
+
+
+DEAF = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # (as a shell script's background job is started)
+sys.path.insert(0, sys.argv[1])
+from tracekit.interrupts import SigintWatch, stop_as_ctrl_c, terminated
+stop_as_ctrl_c()
+said = []
+os.kill(os.getpid(), signal.SIGINT)  # (a Ctrl-C at the terminal: not for a background job)
+time.sleep(0.2)
+child = "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+try:
+    with SigintWatch() as watch:
+        if sys.argv[2] == "import":
+            import tk_deaf_import  # sends itself a SIGTERM as it initialises
+            said.append("imported")
+            time.sleep(5)
+        said.append(f"ignoring {signal.getsignal(signal.SIGINT) is signal.SIG_IGN}")
+        said.append("child ignoring " + subprocess.run([sys.executable, "-c", child], capture_output=True,
+                                                       text=True).stdout.strip())
+        with watch.held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)  # (a second: the command is stopping already)
+            time.sleep(0.2)
+            said.append("block ended")
+        said.append("not reached")
+except KeyboardInterrupt:
+    said.append(f"interrupted, counted {watch.count}, terminated {terminated()}")
+print("; ".join(said))
+"""
+
+
+@pytest.mark.parametrize("during", ["held", "import"])
+def test_a_background_job_ignores_ctrl_c_and_is_interrupted_by_sigterm(tmp_path, during):
+    """A process started ignoring SIGINT (a shell script's background job) keeps ignoring it,
+    and so do the programs it starts; a SIGTERM there is a KeyboardInterrupt counted as a
+    Ctrl-C, raised where the ``held`` block under way ends, a second one not counted; one
+    during an import is raised once the import is done (DuckDB's module would abort). It used
+    to end the process at once, whatever it was doing."""
+    (tmp_path / "tk_deaf_import.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\n"
+        "for _ in range(20):\n    time.sleep(0.005)\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", DEAF, str(Path(tracekit.__file__).parents[1]), during],
+                          capture_output=True, text=True, timeout=60, env=env)
+    said = {"held": r"ignoring True; child ignoring True; block ended; interrupted, counted 1, terminated True\n",
+            # (sent again every 50 ms until the import is done, as a Ctrl-C is)
+            "import": r"imported; interrupted, counted [2-9], terminated True\n"}[during]
+    assert (proc.returncode, proc.stderr) == (0, "") and re.fullmatch(said, proc.stdout), proc
+
+
+def test_sigterm_stops_a_long_statement_of_a_background_job_at_once(small_store):
+    """A background job's long query (the process started ignoring SIGINT) stops at once on a
+    SIGTERM, as on a Ctrl-C elsewhere: the waker interrupts the statement."""
+    from conftest import store_state
+
+    before = store_state(small_store)
+    query = "SELECT count(*) FROM range(5000000000) t(x) WHERE x % 7 = 3"  # about a minute on 2 cores
+    proc = subprocess.Popen([sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                             + RUNNER, "--db", str(small_store), "sql", query], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "ready"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)  # (ignored)
+    time.sleep(1.0)
+    assert proc.poll() is None
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err.strip().splitlines()) == (130, "", ["tracekit: interrupted"]), err[-500:]
+    assert time.monotonic() - start < 11
+    assert store_state(small_store) == before
 
 
 def test_ctrl_c_during_the_commit_keeps_and_reports_the_run(small_store):

@@ -37,29 +37,69 @@ _RECEIVED = [0]
 _TERMINATED: list[int | None] = [None]
 #: the handlers ``stop_as_ctrl_c`` replaced, put back by ``stop_at_once``
 _REPLACED: dict[int, object] = {}
+#: a process started ignoring SIGINT (a shell script's background job): it keeps ignoring it,
+#: and the watches take the SIGTERM and SIGHUP that stop it in its place (``stop_as_ctrl_c``)
+_DEAF = [False]
+#: there: whether the first of them was taken as the interrupt (by a watch's handler or
+#: ``_forward``; by the waker), and the ones sent again after an import (``SigintWatch._retry``)
+_TAKEN = {"handler": False, "waker": False, "resent": 0}
+#: against the threads' changes of ``_TAKEN`` (reentrant: a handler may run in the main thread
+#: while it holds the lock)
+_TAKE_LOCK = threading.RLock()
 
 
 def stop_as_ctrl_c() -> None:
     """SIGTERM (``kill``, ``timeout``, a batch scheduler's end of a job) and SIGHUP (the
-    terminal closed) stop this process's command as a Ctrl-C does: a SIGINT to itself, so
-    that what it started is stopped (``terminated``), a sweep's point and manifest say it was
-    interrupted and the store is left as it was. The first one only: one that comes while
-    the command stops does not cut its clean-up. Not where that cannot be a Ctrl-C: a
-    signal this process was started ignoring (``nohup``: SIGHUP) keeps being ignored, and in a
-    process started ignoring SIGINT (a shell script's background job) both end it at once,
-    as before. Called once, from the main thread."""
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    terminal closed) stop this process's command as a Ctrl-C does, so that what it started
+    is stopped (``terminated``), a sweep's point and manifest say it was interrupted and the
+    store is left as it was. The first one only: one that comes while the command stops does
+    not cut its clean-up. A signal this process was started ignoring (``nohup``: SIGHUP)
+    keeps being ignored. Forwarded as a SIGINT to itself; but a process started ignoring
+    SIGINT (a shell script's background job, which the terminal's Ctrl-C is not for) keeps
+    ignoring it, and its watches take the SIGTERM and SIGHUP themselves (``_signals``): a
+    handler on SIGINT would be reset to the default in the programs it starts, where an
+    ignored SIGINT stays ignored. Called once, from the main thread."""
+    current = signal.getsignal(signal.SIGINT)
+    if current is signal.SIG_IGN:
+        _DEAF[0] = True
+    elif current is not signal.default_int_handler:
         return
-
-    def forward(signum, frame) -> None:
-        if _TERMINATED[0] is not None:
-            return
-        _TERMINATED[0] = signum
-        os.kill(os.getpid(), signal.SIGINT)
-
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:
-            _REPLACED[sig] = signal.signal(sig, forward)
+            _REPLACED[sig] = signal.signal(sig, _forward)
+
+
+def _forward(signum, frame) -> None:
+    """``stop_as_ctrl_c``'s handler of SIGTERM and SIGHUP outside the watches of a process
+    started ignoring SIGINT, and everywhere in one that was not (a SIGINT to itself)."""
+    if _DEAF[0]:
+        if _take(signum):
+            raise KeyboardInterrupt
+        return
+    if _TERMINATED[0] is not None:
+        return
+    _TERMINATED[0] = signum
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def _signals() -> tuple[int, ...]:
+    """The signals the watches take: SIGINT, or in a process started ignoring it, the
+    SIGTERM and SIGHUP it stops on (``stop_as_ctrl_c``)."""
+    return tuple(_REPLACED) if _DEAF[0] else (signal.SIGINT,)
+
+
+def _take(signum: int, by: str = "handler") -> bool:
+    """Whether a SIGTERM or SIGHUP that reached a process started ignoring SIGINT is its
+    interrupt, for a handler (the main thread's) or ``by`` the waker: the first one for
+    each, or for a handler one sent again after an import."""
+    with _TAKE_LOCK:
+        if _TERMINATED[0] is None:
+            _TERMINATED[0] = signum
+        if by == "handler" and _TAKEN["resent"]:
+            _TAKEN["resent"] -= 1
+            return True
+        first, _TAKEN[by] = not _TAKEN[by], True
+        return first
 
 
 def stop_at_once() -> None:
@@ -90,7 +130,8 @@ def interruptible(con):
 
 
 def _interrupt_statements() -> None:
-    watch = getattr(signal.getsignal(signal.SIGINT), "__self__", None)
+    signals = _signals()
+    watch = getattr(signal.getsignal(signals[0]), "__self__", None) if signals else None
     with _LOCK:
         _RECEIVED[0] += 1
         if isinstance(watch, SigintWatch) and watch._holding:
@@ -138,7 +179,7 @@ class _Waker:
                 return
             if not data:
                 return
-            if signal.SIGINT in data:
+            if signal.SIGINT in data or next((_take(s, by="waker") for s in _signals() if s in data), False):
                 _interrupt_statements()
 
     def _close_sockets(self) -> None:
@@ -194,6 +235,8 @@ class SigintWatch:
         return max(self._handled, until - self._since)
 
     def _handler(self, signum, frame) -> None:
+        if signum != signal.SIGINT and not _take(signum):
+            return  # (a SIGTERM after the first: the command is stopping)
         self._handled += 1
         if self._holding:
             self._deferred = True
@@ -211,11 +254,13 @@ class SigintWatch:
 
     def __enter__(self) -> SigintWatch:
         self._since, self._until = _RECEIVED[0], None
-        current = signal.getsignal(signal.SIGINT)
+        signals = _signals()
+        current = signal.getsignal(signals[0]) if signals else None
+        outermost = current is signal.default_int_handler or current is _forward
         if threading.current_thread() is threading.main_thread() and (
-                current is signal.default_int_handler or isinstance(getattr(current, "__self__", None), SigintWatch)):
-            self._previous = signal.signal(signal.SIGINT, self._handler)
-            if current is signal.default_int_handler:  # the outermost watch
+                outermost or isinstance(getattr(current, "__self__", None), SigintWatch)):
+            self._previous = {sig: signal.signal(sig, self._handler) for sig in signals}
+            if outermost:
                 self._waker = _Waker()
         return self
 
@@ -225,7 +270,10 @@ class SigintWatch:
         with _RETRY_LOCK:
             if self._previous is not None:
                 state["fired"] = True
-                os.kill(os.getpid(), signal.SIGINT)
+                if _DEAF[0]:
+                    with _TAKE_LOCK:
+                        _TAKEN["resent"] += 1
+                os.kill(os.getpid(), _TERMINATED[0] if _DEAF[0] else signal.SIGINT)
 
     def __exit__(self, *exc) -> None:
         deliver, previous = False, None
@@ -246,8 +294,8 @@ class SigintWatch:
             finally:  # (whatever a late interrupt raised above, the handler before is back)
                 previous = previous if previous is not None else self._previous
                 self._previous = None
-                if previous is not None:
-                    signal.signal(signal.SIGINT, previous)
+                for sig, handler in (previous or {}).items():
+                    signal.signal(sig, handler)
         if deliver and exc[0] is None:  # a Ctrl-C during an import at the block's end: raised at its end
             raise KeyboardInterrupt
 

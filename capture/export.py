@@ -49,8 +49,11 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
     check_sweep_timed(tk, "export sweep", resolved, sweep, ask="tracekit export sweep --sweep {sweep}")
     results, summary = _frames(tk, sweep)
     if suffix == ".csv":
-        write_output(path, results.write_csv, tk.path)
-        write_output(side, summary.write_csv, tk.path)
+        def both(tmp: Path) -> None:  # (both files or neither: the results are written within the summary's write)
+            summary.write_csv(tmp)
+            write_output(path, results.write_csv, tk.path)
+
+        write_output(side, both, tk.path)
         return [path, side]
     wb = workbook(results, summary)
     write_output(path, lambda tmp: save(wb, tmp), tk.path)

@@ -485,6 +485,31 @@ def test_outputs_and_datasets_on_a_full_disk_are_one_line(reference_store, tmp_p
     assert after == before
 
 
+@pytest.mark.parametrize("older", [True, False], ids=["over-older", "new"])
+def test_a_sweep_exported_as_csv_on_a_full_disk_is_both_files_or_neither(tmp_path, small_disk, older):
+    """`export sweep -o S.csv` writes two files, the results and S-summary.csv: where the
+    second cannot be written, neither is (the first was left, replacing an older pair's), and
+    the full disk is said in words."""
+    db = tmp_path / "sweep.duckdb"
+    assert _run_cli(["--db", str(db), "ingest", str(DATA / "sweep_pair" / "c")])[0] == 0
+    mnt = small_disk
+    if older:
+        (mnt / "s.csv").write_text("the older results\n")
+        (mnt / "s-summary.csv").write_text("the older summary\n")
+    with open(mnt / "fill", "wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 4096)
+    # room for the results (13.7 kB, 4 pages of 4 kB), not the summary too (1.3 kB); beside an older pair, less
+    os.truncate(mnt / "fill", (mnt / "fill").stat().st_size - (8192 if older else 16384))
+    code, _, err, _ = _run_cli(["--db", str(db), "export", "sweep", "-o", str(mnt / "s.csv")])
+    assert (code, err.splitlines()) == (2, [f"tracekit: error: {mnt / 's.csv'}: cannot write (no space left on "
+                                            "device); nothing was written"]), err
+    assert sorted(p.name for p in mnt.iterdir()) == ["fill", "s-summary.csv", "s.csv"] if older else ["fill"]
+    if older:
+        assert (mnt / "s.csv").read_text() == "the older results\n"
+        assert (mnt / "s-summary.csv").read_text() == "the older summary\n"
+
+
 def test_removing_a_run_on_a_full_disk_keeps_it(reference_store, tmp_path):
     """`runs rm` whose commit cannot be written: the write error as one line, exit 2, the
     run still there (a ROLLBACK after DuckDB ended the transaction replaced it with

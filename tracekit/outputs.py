@@ -249,7 +249,7 @@ def write_output(path: str | os.PathLike, write_fn: Callable[[Path], object],
         os.replace(tmp, target)
     except BaseException as err:
         tmp.unlink(missing_ok=True)
-        reason = io_reason(err)
+        reason = None if isinstance(err, OutputError) else io_reason(err)  # (one of another file written within)
         if reason is None:
             raise
         raise OutputError(f"{shown}: cannot write ({reason}); nothing was written") from err
@@ -292,7 +292,7 @@ _DIGITS = {"ms": 3, "us": 6, "ns": 9}
 
 
 def _reason(err: OSError) -> str:
-    if err.errno == errno.ENOSPC:
+    if os_errno(err) == errno.ENOSPC:  # (Polars's OSError has no errno, its text says "(os error 28)")
         return "no space left on device"
     return err.strerror or str(err)
 
@@ -305,7 +305,7 @@ _OS_ERRNO = re.compile(r'\(os error (\d+)\)|"errno":\s*"?(\d+)')
 def os_errno(err: BaseException) -> int | None:
     """The operating system's error number ``err`` is, or carries in its text (a writer's own
     exception: Polars's ComputeError, DuckDB's IOException); None for none."""
-    if isinstance(err, OSError):
+    if isinstance(err, OSError) and err.errno is not None:
         return err.errno
     m = _OS_ERRNO.search(str(err)) if isinstance(err, Exception) else None
     return int(m.group(1) or m.group(2)) if m else None

@@ -361,7 +361,8 @@ def test_a_window_outside_the_capture_is_an_error(tk, tmp_path, capsys):
     first, last = tk.con.execute(_SPAN_SQL, ["mixed"] * 4).fetchall()[0]
     out = tmp_path / "w.json"
     for lo, hi, asked in ((1, first - 1, f"--from 1 --to {first - 1}"), (last + 1, None, f"--from {last + 1}"),
-                          (None, first - 1, f"--to {first - 1}")):
+                          (None, first - 1, f"--to {first - 1}"), (5, 5, "--from 5 --to 5"),
+                          (last + 1, last + 1, f"--from {last + 1} --to {last + 1}")):  # (one instant: no event)
         with pytest.raises(QueryError) as err:
             trace.export_trace(tk, out, run="mixed", start_ns=lo, end_ns=hi)
         assert str(err.value).startswith(f"export trace: {asked} (ns) is outside run ")
@@ -369,6 +370,8 @@ def test_a_window_outside_the_capture_is_an_error(tk, tmp_path, capsys):
     res = trace.export_trace(tk, out, run="mixed", start_ns=1, end_ns=first)  # the first event only
     assert out.exists() and 0 < sum(res.counts.values()) < 10
     res = trace.export_trace(tk, out, run="mixed", start_ns=last)
+    assert 0 < sum(res.counts.values()) < 10
+    res = trace.export_trace(tk, out, run="mixed", start_ns=first, end_ns=first)  # the instant an event starts
     assert 0 < sum(res.counts.values()) < 10
 
 

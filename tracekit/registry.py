@@ -863,7 +863,8 @@ def check_window(tk, label: str, run_id: int, start_ns: int | None, end_ns: int 
     span in ns, their unit. A window that overlaps the span, even in part, is fine; so is
     any window of a run without events, and an empty window (the query says so).
     ``osrt``: the OS runtime calls count in the span (what the answer may hold)."""
-    if (start_ns is None and end_ns is None) or (start_ns is not None and end_ns is not None and start_ns >= end_ns):
+    empty = start_ns is not None and end_ns is not None and (start_ns > end_ns if inclusive else start_ns >= end_ns)
+    if (start_ns is None and end_ns is None) or empty:  # (a window of one instant is none where inclusive)
         return
     first, last = tk.con.execute(_SPAN, {"run": run_id, "osrt": osrt}).fetchall()[0]
     if first is None:

@@ -915,18 +915,23 @@ def bench_attention(
         del inp, refs, ref_sel
         if device == "cuda":
             torch.cuda.empty_cache()
-    from tracekit.outputs import write_output
+    from tracekit.outputs import text_file, text_output, write_output
 
     if json_path:
         sources = {"variant_sources": {n: u.source for n, u in user.items()}} if user else {}
         text = json.dumps(dict(environment=meta, warmup_ms=warmup_ms, rep_ms=rep_ms, baseline=baseline,
                                dtype=dtype, err_tol=tol, skipped=skipped, **sources, results=rows), indent=2)
-        write_output(json_path, lambda tmp: tmp.write_text(text))
+
+        def write_json(tmp):
+            with text_file(tmp, gz=text_output(json_path, *_JSON)) as f:
+                f.write(text)
+
+        write_output(json_path, write_json)
     if csv_path:
         keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k != "samples_ms"]
 
         def write_csv(tmp):
-            with open(tmp, "w", newline="") as f:
+            with text_file(tmp, gz=text_output(csv_path, *_CSV)) as f:
                 w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
                 w.writeheader()
                 w.writerows(rows)
@@ -940,6 +945,11 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
+#: what --json and --csv write, and a name for each: gzip-compressed where the name ends in .gz
+_JSON = ("the JSON of tracekit bench", "bench.json")
+_CSV = ("the CSV of tracekit bench", "bench.csv")
+
+
 def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, csv_path
                 ) -> tuple[list[str], str, dict[str, UserVariant]]:
     """Every argument checked before the first measurement (a run of the standard set
@@ -947,7 +957,7 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
     baseline's names and the variants of yours (``resolve_variants``, after every other check:
     it runs their files)."""
     from tracekit.errors import ParamError
-    from tracekit.outputs import check_output
+    from tracekit.outputs import check_output, text_output
 
     if not list(variants):
         raise ParamError("--variants: name at least one variant; known: " + ", ".join(VARIANTS))
@@ -972,8 +982,9 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
         first = parse_config(names[0])[1]
         raise ParamError(f"--variants {','.join(variants)}: none runs on the configurations asked for "
                          f"({names[0]}: {skip_reason(next(iter(variants)), first)})")
-    for path in (json_path, csv_path):
+    for path, (what, example) in ((json_path, _JSON), (csv_path, _CSV)):
         if path:
+            text_output(path, what, example)  # (a name that says another format is an error)
             check_output(path)
     return resolve_variants(variants, baseline)  # (last: it runs the files of yours)
 

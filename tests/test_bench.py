@@ -95,6 +95,29 @@ def test_json_and_csv_carry_samples_intervals_and_errors(seed1):
     assert "95%_interval" in text and "ok sel 100%" in body and "MISMATCH" not in body
 
 
+def test_json_and_csv_named_gz_are_gzip_compressed_and_other_formats_refused(tmp_path):
+    """--json r.json.gz writes gzip-compressed JSON (tracekit ingest and diff read it as it is;
+    it was plain JSON under a .gz name), --csv r.csv.gz gzip-compressed CSV; a name that says
+    another format or compression is refused before anything runs."""
+    import gzip
+
+    from tracekit.cli import main as cli_main
+
+    rows = bench_attention([DENSE], variants=("triton_dense",), baseline="triton_dense",
+                           json_path=tmp_path / "r.json.gz", csv_path=tmp_path / "r.csv.gz", **FAST)
+    with gzip.open(tmp_path / "r.json.gz", "rt") as f:
+        assert [r["median_ms"] for r in json.load(f)["results"]] == [r["median_ms"] for r in rows]
+    with gzip.open(tmp_path / "r.csv.gz", "rt", newline="") as f:
+        assert [float(r["median_ms"]) for r in csv.DictReader(f)] == [r["median_ms"] for r in rows]
+    assert cli_main(["--db", str(tmp_path / "s.duckdb"), "ingest", str(tmp_path / "r.json.gz")]) == 0
+    for json_path, csv_path, said in ((tmp_path / "r.csv", None, "the JSON of tracekit bench is text, not CSV"),
+                                      (tmp_path / "r.json.xz", None, "is text, not xz-compressed"),
+                                      (None, tmp_path / "r.json", "the CSV of tracekit bench is text, not JSON")):
+        with pytest.raises(Exception, match=said):
+            bench_attention([DENSE], variants=("triton_dense",), json_path=json_path, csv_path=csv_path, **FAST)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv.gz", "r.json.gz", "s.duckdb"]
+
+
 def test_skipped_variants_are_said_and_nothing_to_run_is_an_error(capsys):
     rows = bench_attention([DENSE], variants=("reference", "triton_block_sparse"),
                            baseline="reference_block_sparse", **FAST)

@@ -1372,8 +1372,10 @@ def bench_attention_cmd(
     dtype: Annotated[str, typer.Option("--dtype", help="bf16, fp16 or fp32")] = "bf16",
     warmup_ms: Annotated[float, typer.Option("--warmup-ms", help="warm-up time budget per measurement, ms")] = 100.0,
     rep_ms: Annotated[float, typer.Option("--rep-ms", help="timed budget per measurement, ms")] = 500.0,
-    json_path: Annotated[Path | None, typer.Option("--json", help="write results as JSON")] = None,
-    csv_path: Annotated[Path | None, typer.Option("--csv", help="write results as CSV")] = None,
+    json_path: Annotated[Path | None, typer.Option(
+        "--json", help="write results as JSON (gzip-compressed where the name ends in .gz)")] = None,
+    csv_path: Annotated[Path | None, typer.Option(
+        "--csv", help="write results as CSV (gzip-compressed where the name ends in .gz)")] = None,
     list_configs: Annotated[bool, typer.Option("--list", help="list the named configurations")] = False,
     no_gpu_delay: Annotated[bool, typer.Option(
         "--no-gpu-delay", help="no GPU-side wait before each timed call: short kernels then time the host's "

@@ -409,8 +409,11 @@ def test_html_chart_draws_offline_in_chromium(tk, tmp_path):
     ch = charts.chart(tk, "roofline", run="full")
     out = charts.save(ch, tmp_path / "roof.html")
     page = load(out, "window.tracekitChart && window.tracekitChart.done",
-                f"Object.assign({_MARKS_JS}, {{width: document.documentElement.scrollWidth}})")
+                f"Object.assign({_MARKS_JS}, {{width: document.documentElement.scrollWidth, actions: "
+                "Array.from(document.querySelectorAll('.vega-actions a'), a => a.textContent)})")
     assert page.console_errors == [] and page.console_warnings == [] and page.exceptions == [] and page.external_requests == []
+    # (its menu saves and shows the chart; it sends nothing to the Vega Editor's site)
+    assert page.value["actions"] == ["Save as SVG", "Save as PNG", "View Source", "View Compiled Vega"]
     points = tk.query("roofline", run="full", limit=0).height
     assert page.value.get("error") is None and page.value["marks"] >= points > 0
     assert page.value["width"] <= 1400  # (the window's: no horizontal scroll)

@@ -82,7 +82,9 @@ def html_page(spec: dict, title: str = "tracekit chart") -> str:
         '<div id="vis"></div>',
         f'<script type="application/json" id="spec">{data}</script>',
         "<script>",
-        'vegaEmbed("#vis", JSON.parse(document.getElementById("spec").textContent))',
+        # (the menu saves the chart and shows its source; not "Open in Vega Editor", which would send
+        # the spec, kernel names and paths in it, to vega.github.io)
+        'vegaEmbed("#vis", JSON.parse(document.getElementById("spec").textContent), {actions: {editor: false}})',
         '  .then(function (res) { window.tracekitChart = {done: true, view: res.view}; })',
         '  .catch(function (err) { window.tracekitChart = {done: true, error: String(err)}; console.error(err); });',
         "</script>",

@@ -238,8 +238,8 @@ def test_the_hstu_workload_captured_with_cuda_backtraces(tmp_path):
         # torch.cuda.synchronize() and end.synchronize(), model.py's `return scores.cpu()`
         python = {r["name"]: r["stack"] for r in tk.query("api-stacks", run="1", name="synchronize", frames="python",
                                                            limit=0).iter_rows(named=True)}
-        assert python["cudaDeviceSynchronize"].endswith(";one (timing.py:110);synchronize (__init__.py:1162)")
-        assert python["cudaEventSynchronize"].endswith(";one (timing.py:116);synchronize (streams.py:254)")
+        assert python["cudaDeviceSynchronize"].endswith(";one (timing.py:110);synchronize (torch/cuda/__init__.py:1162)")
+        assert python["cudaEventSynchronize"].endswith(";one (timing.py:116);synchronize (torch/cuda/streams.py:254)")
         assert python["cudaStreamSynchronize"].endswith(";one (timing.py:114);request (workload.py:134);"
                                                         "score (model.py:211)")
         copies = tk.query("api-stacks", run="1", name="memcpy", frames="native", limit=0)

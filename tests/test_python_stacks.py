@@ -260,6 +260,12 @@ def test_the_flame_graph_and_the_folded_file(nsys_db, tmp_path):
     assert (res.stacks, res.samples) == (stacks.height, stacks["samples"].sum())
     lines = out.read_text().splitlines()
     assert lines == [f"{s} {n}" for s, n in zip(stacks["stack"], stacks["samples"], strict=True)]
+    # one line per distinct stack the export holds (the fixture's README: 1,155): two files of one
+    # name (torch/__init__.py, zipfile/__init__.py) are two frames, where they made 1,146
+    distinct = nsys_db.sql("SELECT count(DISTINCT stack_id) FROM python_frames f JOIN runs USING (run_id) "
+                           "WHERE name = 'python_hot'")
+    assert res.stacks == distinct[0, 0] == 1155
+    assert "torch/__init__.py:" in "".join(lines) and "zipfile/__init__.py:" in "".join(lines)
 
 
 def test_the_hstu_workload_captured_with_python_samples(tmp_path):

@@ -684,12 +684,6 @@ CREATE OR REPLACE MACRO stack_marker(depth, function) AS depth > 0 AND function 
 CREATE OR REPLACE MACRO python_module(module) AS
     regexp_matches(coalesce(module, ''), '(^|/)(lib)?python[0-9.]*[dmt]?(\.so[0-9.]*)?$');
 
--- A Python frame (python_frames) as a folded stack names it: function (file:line), the file without
--- its folders.
-CREATE OR REPLACE MACRO python_frame(function, file, line) AS
-    coalesce(function, '?') || ' (' || regexp_extract(coalesce(file, '?'), '[^/]*$') || ':'
-    || coalesce(line::VARCHAR, '?') || ')';
-
 -- A Python file as it names the same code on any machine: the path below the installed packages'
 -- folder (site-packages, dist-packages: torch/cuda/__init__.py) or the standard library's
 -- (pythonX.Y, Windows' Lib: json/decoder.py), else the file's name (a program's own files,
@@ -699,6 +693,11 @@ CREATE OR REPLACE MACRO python_path_below(path) AS
          WHEN regexp_matches(path, '/(python[0-9.]+|Lib)/') THEN regexp_extract(path, '/(python[0-9.]+|Lib)/(.*)$', 2)
          ELSE regexp_extract(path, '[^/]*$') END;
 CREATE OR REPLACE MACRO python_module_path(file) AS python_path_below(replace(coalesce(file, '?'), '\', '/'));
+
+-- A Python frame (python_frames) as a folded stack names it: function (file:line), the file as
+-- python_module_path names it (torch/__init__.py and zipfile/__init__.py are two files).
+CREATE OR REPLACE MACRO python_frame(function, file, line) AS
+    coalesce(function, '?') || ' (' || python_module_path(file) || ':' || coalesce(line::VARCHAR, '?') || ')';
 
 -- A call stack's frames (an aggregate over them) folded as flame-graph tools read them: from the
 -- outermost caller (the deepest frame) to depth 0, ';'-joined, a ';' in a name made ':'.

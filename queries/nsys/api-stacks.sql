@@ -9,7 +9,7 @@
 -- counts every call). Where nsys took the calls' Python stacks too (--python-backtrace=cuda, exported
 -- with nsys export --include-blobs=true; tracekit capture --cuda-backtrace does both), a stack is
 -- by default mixed, as py-spy --native shows one: the Python frames (function (file:line), the
--- file without its folders), then the native frames below the innermost frame of the Python
+-- file as python-stacks names it), then the native frames below the innermost frame of the Python
 -- interpreter (the C++ that the Python line called: THPVariable_item, at::native::..., the call);
 -- all the native frames where the interpreter's are not found (a python executable or libpython).
 -- The frames inside CUPTI and the driver (libcupti, libcuda: below the call), and nsys's markers

@@ -1,6 +1,7 @@
 -- The Python threads' sampled stacks, folded: one row per distinct stack, its frames from the
 -- outermost caller to the line the samples found running, each as function (file:line) with the
--- file without its folders, joined by ';', with how many samples had it: where a Python program's
+-- file below the installed packages' or the standard library's folder (torch/__init__.py; a program's
+-- own file by its name), joined by ';', with how many samples had it: where a Python program's
 -- time goes, line by line (nsys profile --python-sampling=true samples each Python thread 1,000 times
 -- a second by default, --python-sampling-frequency; exported with nsys export --include-blobs=true;
 -- tracekit capture --python-samples does both). The format flame-graph tools read (`tracekit export
@@ -17,7 +18,7 @@
 -- @column pct      % of the samples asked (rounded to 0.1)
 -- @column frames   frames on the stack
 -- @column stack    outermost caller;...;the function running, each function (file:line)
--- @column modules  each frame's file (its name), in the same order
+-- @column modules  each frame's file (as in the stack), in the same order
 -- @display samples, pct, frames, stack
 -- @requires python_samples, python_frames
 -- @traced python_samples
@@ -35,7 +36,7 @@ asked AS (
 ),
 stacks AS (
     SELECT stack_id, folded_stack(python_frame(function, file, line), depth) AS stack,
-           folded_stack(regexp_extract(coalesce(file, ''), '[^/]*$'), depth) AS modules, count(*) AS frames,
+           folded_stack(python_module_path(file), depth) AS modules, count(*) AS frames,
            bool_or(contains(lower(function), lower($function))) AS through
     FROM python_frames WHERE run_id = $run AND stack_id IN (SELECT stack_id FROM asked)
     GROUP BY stack_id

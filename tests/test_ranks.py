@@ -678,6 +678,13 @@ def test_rank_charts_draw_the_queries(job, tmp_path):
     top = _values(charts.chart(tk, "stragglers").to_dict())
     q = tk.query("stragglers")
     assert [v["label"] for v in top] == [f"{r['path']} #{r['instance']}" for r in q.iter_rows(named=True)]
+    # a path too long for the axis is cut before its instance, which tells its rows apart
+    long = q.with_columns(pl.concat_str(pl.lit("<b>outer &amp; \"more\"</b> " * 20 + "/"), "path").alias("path"))
+    rows = _values(charts.stragglers(long).to_dict())
+    labels = [v["label"] for v in rows]
+    assert [v["full"] for v in rows] == [f"{r['path']} #{r['instance']}" for r in long.iter_rows(named=True)]
+    assert [lab.rsplit(" #", 1)[1] for lab in labels] == [str(n) for n in q["instance"]]
+    assert len(set(labels)) == len(labels) and max(map(len, labels)) <= charts.STRAGGLER_LABEL_CHARS
     summary = _values(charts.chart(tk, "rank-summary").to_dict())
     busy = {v["r"]: v["ms"] for v in summary if v["measure"] == "GPU busy"}
     assert busy == {f"rank {r['rank']}": pytest.approx(r["gpu_busy_ns"] / 1e6)

@@ -35,6 +35,7 @@ from .names import (
     escape_controls,
     ranks_text,
     short_name,
+    text_width,
     unknown_name,
 )
 from .numbers import INT_RANGE, whole_number
@@ -2953,6 +2954,16 @@ def rank_summary(df: pl.DataFrame) -> alt.FacetChart:
                         f"NVTX ranges{', NCCL kernels with no compute beside' if nccl else ''}; {label}"))
 
 
+#: the characters of a stragglers row's label (its axis shows 320 px of it)
+STRAGGLER_LABEL_CHARS = 52
+
+
+def _path_and_instance(label: str, width: int) -> str:
+    """``path #N`` in ``width`` columns: the path cut as ``cut_text`` cuts one, the ``#N`` kept."""
+    path, _, n = label.rpartition(" #")
+    return cut_text(path, width - text_width(f" #{n}")) + f" #{n}"
+
+
 def stragglers(df: pl.DataFrame) -> alt.LayerChart:
     """Range instances with the most skew across ranks, each as % of its median rank's
     duration (a warm-up of seconds and a step of milliseconds on one axis): a line from
@@ -2963,18 +2974,21 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
     if df.is_empty():
         return _no_data("Stragglers")
     med = pl.when(pl.col("med_ns") > 0).then(pl.col("med_ns")).otherwise(None)
+    # (a long path is cut before its instance, which tells a row from the path's others)
+    full = [f"{path} #{n}" for path, n in zip(df["path"], df["instance"], strict=True)]
     d = df.with_columns(
-        pl.format("{} #{}", pl.col("path"), pl.col("instance")).alias("label"),
+        pl.Series("label", distinct_labels(full, STRAGGLER_LABEL_CHARS, _path_and_instance), dtype=pl.Utf8),
         (pl.col("min_ns") / 1e6).alias("min_ms"), (pl.col("med_ns") / 1e6).alias("med_ms"),
         (pl.col("max_ns") / 1e6).alias("max_ms"),
         (100.0 * pl.col("min_ns") / med).alias("min_pct"), (100.0 * pl.col("max_ns") / med).alias("max_pct"),
         pl.lit(100.0).alias("med_pct"),
         pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
     )
-    data = [{**r, "slowest_lag_said": _signed(r["slowest_lag_pct"])} for r in d.select(
-        "label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest", "slowest_lag_pct").to_dicts()]
+    data = [{**r, "full": f, "slowest_lag_said": _signed(r["slowest_lag_pct"])} for r, f in zip(d.select(
+        "label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest", "slowest_lag_pct").to_dicts(),
+        full, strict=True)]
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
-    tip = [alt.Tooltip("label:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
+    tip = [alt.Tooltip("full:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
            alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),
            alt.Tooltip("max_ms:Q", title="slowest [ms]", format=",.3f"), alt.Tooltip("slowest:N", title="slowest"),
            alt.Tooltip("slowest_lag_said:N", title="slowest vs median [%]")]

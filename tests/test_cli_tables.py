@@ -319,17 +319,20 @@ def test_a_label_cut_again_marks_where_it_cuts_a_word():
     assert shown[tanh] == "vectorized… [tanh]"
 
 
-def test_free_text_gives_up_its_width_first_and_is_cut_at_the_end():
-    """A note narrows before a key or a name does, and is cut where it ends: no labels
-    told apart in it ('host-t… [71]' read as nothing)."""
+def test_free_text_gives_up_its_width_first_and_is_wrapped_not_cut():
+    """A note narrows before a key or a name does, and is wrapped onto more lines, never cut
+    (diff --jobs at 120 columns cut its notes to 'regressed o…', where 80 showed them whole
+    one block per row); too narrow to wrap (WRAP_MIN), the table is one block per row."""
     notes = ["host-timed, not judged (+71.8%, p=0.0093)", "host-timed, not judged (+52.7%, p=0.0093)"]
     keys = ["cudaMemcpyAsync_with_a_long_tail", "cudaStreamSynchronize_and_more"]
     rows = table.Rows(["key", "note"], ["VARCHAR", "VARCHAR"], [list(r) for r in zip(keys, notes, strict=True)])
-    body = table.render(rows, width=60).splitlines()[2:4]
-    assert [line.split("  ")[0] for line in body] == keys  # the key whole
-    cut = [line[len(keys[0]) + 2:] for line in body]
-    assert all(c.endswith("…") and notes[i].startswith(c[:-1]) for i, c in enumerate(cut)), cut
-    assert max(map(len, body)) <= 60
+    body = table.render(rows, width=60).splitlines()[2:-1]
+    assert len(body) == 4 and max(map(len, body)) <= 60
+    assert [line.split("  ")[0] for line in body[::2]] == keys  # the key whole, on the row's first line
+    at = len(keys[0]) + 2
+    assert [body[i][at:] + " " + body[i + 1][at:] for i in (0, 2)] == notes and not body[1][:at].strip()
+    narrow = table.render(rows, width=36)  # (under the key's least width and the note's, WRAP_MIN)
+    assert narrow.startswith("-[ row 1 ]") and "note  host-timed, not judged\n      (+71.8%, p=0.0093)\n" in narrow
 
 
 @pytest.fixture(scope="module")

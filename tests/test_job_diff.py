@@ -883,7 +883,7 @@ def test_a_report_vs_a_file_that_is_a_rank_of_another_job_compares_the_jobs(tmp_
 def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, capsys, monkeypatch):
     """compare --jobs BASE JOB JOB: each job's rows are diff --jobs BASE JOB's; the columns
     are named by what the jobs' names do not share (base, base_again, after); a narrow table
-    cuts a job's cell at its end."""
+    wraps a job's cell, never cuts it."""
     got = _once(tk.compare, "1", ["5", "9"], jobs=True)
     assert got.columns == compare.JOB_COLUMNS
     assert compare.runs_of(got) == ["base_again", "after"] and set(got["base_run"]) == {"base"}
@@ -891,21 +891,27 @@ def test_compare_jobs_puts_each_job_against_the_base_side_by_side(tk, store, cap
         mine = got.filter(pl.col("run") == run).drop("base_run", "run", "repeat", "noise_pct").rename({"value": "new"})
         alone = _once(tk.diff_jobs, "1", new)
         assert mine.sort("scope", "key", "metric").equals(alone.select(mine.columns).sort("scope", "key", "metric"))
-    # a terminal too narrow for a job's cells cuts them at their end: they start with the value
-    # ('…/4 ranks) [ms 24]' where '3/4 ranks' was cut as a path and labelled apart)
+    # a terminal too narrow for a job's cells wraps them, never cuts them: at 120 columns they
+    # read as at 400 on one line ('1,512 (+0.0%, regressed o…' lost how many ranks moved)
     from tracekit.table import render
 
-    text = render(compare.table(got, 30), width=120).splitlines()
-    cells = [line.split("  ")[-1].strip() for line in text if line.startswith(("gpu", "kernel", "nvtx"))]
-    assert len(cells) >= 10 and all(re.fullmatch(r"[0-9][0-9,.]* ?[µm]?s? \(.*", c) for c in cells), cells
-    assert any(c.endswith("…") for c in cells)
-    # a verdict on some of the ranks keeps their count where cut: cut before it, the NNT GEMM's
-    # unmoved instances read '1,512 (+0.0%, regressed o…'
-    whole = render(compare.table(got, 30), width=400).splitlines()
-    whole = [line.split("  ")[-1].strip() for line in whole if line.startswith(("gpu", "kernel", "nvtx"))]
-    some = [(c, w) for c, w in zip(cells, whole, strict=True) if re.search(r"regressed on [1-3]/4 ranks", w)]
-    assert len(some) >= 3 and any(w.startswith("1,512 (+0.0%, regressed on 1/4") for _, w in some), whole
-    assert all(c.startswith(w[:w.index("/4") + 2]) for c, w in some), some
+    def cells(width: int) -> list[list[str]]:
+        lines = render(compare.table(got, 30), width=width).splitlines()[:-1]
+        rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "})
+        spans = [m.span() for m in re.finditer(r"-+", lines[rule])]
+        rows: list[list[str]] = []
+        for line in lines[rule + 1:]:
+            parts = [line[a:b + 2].strip() for a, b in spans]
+            if parts[0]:
+                rows.append(parts)
+            else:  # (a wrapped cell's next line)
+                rows[-1] = [f"{c} {p}".strip() for c, p in zip(rows[-1], parts, strict=True)]
+        return rows
+
+    wrapped, whole = cells(120), cells(400)
+    assert len(wrapped) == len(whole) >= 10 and [r[-2:] for r in wrapped] == [r[-2:] for r in whole]
+    assert max(map(len, render(compare.table(got, 30), width=120).splitlines())) <= 120
+    assert any(row[-1].startswith("1,512 (+0.0%, regressed on 1/4") for row in whole), whole
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["--db", str(store), "compare", "--jobs", "1", "5", "9", "--gate"]) == 1
     out = capsys.readouterr().out

@@ -506,8 +506,8 @@ def wide(df: pl.DataFrame, among: pl.DataFrame | None = None) -> pl.DataFrame:
 
 def table(df: pl.DataFrame, limit: int):
     """``tracekit compare``'s terminal table (a ``table.Rows``): ``wide``'s rows of the keys
-    ``changed_first`` shows, each run's column a worded value cut at its end where the
-    terminal is narrow (``24.537 ms (+14.9%, regr…``), keys narrowed further as diff's table
+    ``changed_first`` shows, each run's column a worded value wrapped where the
+    terminal is narrow, keys narrowed further as diff's table
     narrows them (``tracekit.diff.shorten_key``: an ncu key its kernel, then its NVTX path's end;
     a source line's its location)."""
     from .diff import key_floor, label_shortener, short_keys

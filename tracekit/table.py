@@ -76,6 +76,9 @@ _ID = re.compile(r"(^|_)(id|pid|tid)$")
 PLAIN_INTEGERS = ("bs", "nc")
 GAP = "  "
 MIN_TEXT = 12  # a text column is narrowed to no less than this (or its header)
+#: a column that is wrapped, never cut (free text, worded values: ``Rows.wrapped``), is no
+#: narrower than this (or its widest cell): narrower, the table is shown one block per row
+WRAP_MIN = 24
 
 
 @dataclass
@@ -95,8 +98,8 @@ class Rows:
     #: the defaults do not know (diff's keys: ``kernel @ NVTX path``)
     shorteners: dict[str, Callable[[str, int], str]] = field(default_factory=dict)
     #: columns of values said in words, named for what they are of, not for what they hold
-    #: (compare's runs: ``24.537 ms (+14.9%, regressed on 3/4 ranks)``): cut at the end, no
-    #: labels told apart, as sentences are (a '/' in ``3/4`` is no path)
+    #: (compare's runs: ``24.537 ms (+14.9%, regressed on 3/4 ranks)``): wrapped, never cut
+    #: (``wrapped``), no labels told apart, as sentences are (a '/' in ``3/4`` is no path)
     worded: tuple[str, ...] = ()
     #: of the hidden columns, those left out for holding no value in the rows shown
     empty: list[str] = field(default_factory=list)
@@ -124,6 +127,12 @@ class Rows:
         if low in FREE_TEXT_COLUMNS or low in SENTENCE_COLUMNS:
             return names.cut_sentence
         return names.cut_text
+
+    def wrapped(self, col: str) -> bool:
+        """Whether a text column's cells are wrapped onto more lines where they are wider than
+        the column, never cut: free text (a note says why a value was held, a command what
+        ran) and worded values (a verdict)."""
+        return col in self.worded or col.lower() in FREE_TEXT_COLUMNS
 
     def told_apart(self, col: str) -> bool:
         """Whether two different values of a text column get labels that never read alike
@@ -495,7 +504,8 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             cols[i] = (c, header, values, cells, False)
         natural.append(_widest([header, *cells]))
         wrapped.append(max(_widest(worded_heads[i]), _widest(cells)) if i in worded_heads else natural[-1])
-    floors = [min(n, max(MIN_TEXT, _widest(worded_heads.get(i, [cols[i][1]])), rows.floors.get(cols[i][0], 0)))
+    floors = [min(n, max(MIN_TEXT, _widest(worded_heads.get(i, [cols[i][1]])), rows.floors.get(cols[i][0], 0),
+                         WRAP_MIN if rows.wrapped(cols[i][0]) else 0))
               for n, i in zip(wrapped, text_idx, strict=True)]
     # (a point's label whole where the others fit beside it: its floor its width, else as any text's)
     whole = [max(f, min(n, POINT_WIDTH)) if cols[i][0].lower() in POINT_COLUMNS else f
@@ -517,22 +527,43 @@ def render(rows: Rows, width: int = 120, timeunit: str = "auto", more: str | Non
             break
     if widths is None:
         return _expanded(cols, width, rows) + footer + "\n"
+    lines = [[[cell] for cell in c[3]] for c in cols]  # each column's cells, each on its lines
     for w, i in zip(widths, text_idx, strict=True):
         c, header, values, cells, _ = cols[i]
         if _widest(cells) > w:
-            cols[i] = (c, header, values, _shorten(c, values, cells, w, rows), False)
-    col_w = [_widest([*h, *c[3]]) for c, h in zip(cols, heads, strict=True)]
+            lines[i] = [_wrap_cell(cell, w) for cell in cells] if rows.wrapped(c) else \
+                [[cell] for cell in _shorten(c, values, cells, w, rows)]
+    texts = [[line for cell in col for line in cell] for col in lines]
+    col_w = [_widest([*h, *t]) for t, h in zip(texts, heads, strict=True)]
     # (padded by str's own methods where a column is ASCII: a character is a column then)
-    just = [(str.rjust if c[4] else str.ljust) if _ascii([*h, *c[3]]) else (_rjust if c[4] else _ljust)
-            for c, h in zip(cols, heads, strict=True)]
+    just = [(str.rjust if c[4] else str.ljust) if _ascii([*h, *t]) else (_rjust if c[4] else _ljust)
+            for c, t, h in zip(cols, texts, heads, strict=True)]
     depth = max(map(len, heads))
     heads = [[""] * (depth - len(h)) + h for h in heads]  # headers sit on the line above the rule
     out = [GAP.join(j(h[k], w) for h, w, j in zip(heads, col_w, just, strict=True)).rstrip() for k in range(depth)]
     out.append(GAP.join("-" * w for w in col_w))
     for r in range(len(rows.rows)):
-        out.append(GAP.join(j(c[3][r], w) for c, w, j in zip(cols, col_w, just, strict=True)).rstrip())
+        cells = [col[r] for col in lines]
+        for k in range(max(map(len, cells))):  # (a wrapped cell's lines below its first, the others blank)
+            out.append(GAP.join(j(cell[k] if k < len(cell) else "", w)
+                                for cell, w, j in zip(cells, col_w, just, strict=True)).rstrip())
     out.append(footer)
     return "\n".join(out) + "\n"
+
+
+def _wrap_cell(text: str, width: int) -> list[str]:
+    """``text`` on lines of at most ``width`` terminal columns, broken between words (a word
+    longer than a line broken inside)."""
+    import textwrap
+
+    out = []
+    for line in textwrap.wrap(text, width, break_on_hyphens=False) or [""]:
+        while names.text_width(line) > width:  # (wide characters: textwrap counts characters)
+            head = names.cut_end(line, width + 1)[:-1]
+            out.append(head)
+            line = line[len(head):]
+        out.append(line)
+    return out
 
 
 def _worded_head(header: str, cells: list[str]) -> list[str]:
@@ -577,15 +608,13 @@ def _wrap(header: str, width: int) -> list[str]:
 
 def _expanded(cols, width: int, rows: Rows) -> str:
     """One block per row, ``column  value`` per line (psql's expanded display)."""
-    import textwrap
 
     key_w = max(names.text_width(c[1]) for c in cols)
     val_w = max(width - key_w - len(GAP), MIN_TEXT)
     shortened = []
     for c, _header, values, cells, is_num in cols:
-        if not is_num and c.lower() in FREE_TEXT_COLUMNS:  # free text is wrapped whole, never cut: a
-            # note says why a value was held, a command what ran
-            shortened.append([textwrap.wrap(cell, val_w) or [""] for cell in cells])
+        if not is_num and rows.wrapped(c):
+            shortened.append([_wrap_cell(cell, val_w) for cell in cells])
         else:
             shortened.append([[x] for x in (cells if is_num else _shorten(c, values, cells, val_w, rows))])
     out = []

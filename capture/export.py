@@ -36,6 +36,8 @@ def export_sweep(tk, path: str | os.PathLike, sweep: str | int | None = None) ->
     id, a run of it, ``latest``, the default, or ``all``, as the sweep queries take it);
     returns the files written."""
     path = Path(path)
+    if path.is_dir():
+        check_output(path, tk.path)  # (a folder is said to be one, whatever its name)
     suffix = output_suffix(path, (".xlsx", ".csv"))
     if suffix not in (".xlsx", ".csv"):
         what = f"not {path.suffix}" if path.suffix else "and the name has no suffix to say which"

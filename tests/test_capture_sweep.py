@@ -319,6 +319,9 @@ def test_export_sweep_writes_the_sweep_asked(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("tracekit: error: --sweep nosuch: no sweep or run 'nosuch'") and len(err.splitlines()) == 1
     assert not out.exists()
+    (tmp_path / "folder").mkdir()  # (a folder without a suffix is said to be a folder, not a name without one)
+    assert main(["--db", db, "export", "sweep", "-o", str(tmp_path / "folder")]) == 2
+    assert capsys.readouterr().err == f"tracekit: error: {tmp_path / 'folder'}: is a folder; name a file\n"
 
 
 def test_export_sweep_writes_any_preset_name_a_sheet_can_hold(tmp_path):

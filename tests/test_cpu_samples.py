@@ -210,7 +210,11 @@ def test_a_folded_file_is_gzipped_as_named_and_an_empty_selection_is_one_line(ns
                                                                       "CSV; name it trace.json"),
                        (["stacks", "--thread", "hasher", "--nvtx", "step", "-o", str(tmp_path / "e.folded")],
                         "holds no CPU sample that --thread 'hasher' and --nvtx 'step' select together; nothing to "
-                        "write")):
+                        "write"),
+                       (["stacks", "--thread", "99999", "-o", str(tmp_path / "e.folded")],
+                        "export stacks: no CPU sample of the run is of a thread '99999'"),  # (not cpu-stacks:)
+                       (["stacks", "--nvtx", "nosuch", "-o", str(tmp_path / "e.folded")],
+                        "export stacks: the run has no NVTX range named 'nosuch'")):
         assert cli_main(["--db", db, "export", args[0], "--run", "cpu_hot", *args[1:]]) == 2
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and said in err[0], err

@@ -202,6 +202,14 @@ def test_tracks_are_named_per_process_thread_gpu_and_stream(exported, tk):
     assert all(names[k].startswith("Stream ") for k in gpu_tracks)
     assert all(names[(e["pid"], e["tid"])].startswith("NVTX · ") for e in events
                if e["ph"] == "X" and e["cat"] == "nvtx")
+    # start/end ranges on their thread's NVTX track too: a run without CUDA (nsys -t nvtx,osrt)
+    # names no track of CUDA API calls (its start/end ranges' thread was one)
+    for run in ("mixed", "cpu_only"):
+        _, events = exported[run]
+        names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+        startend = [e for e in events if e.get("cat") == "nvtx_startend"]
+        assert startend and all(names[(e["pid"], e["tid"])].startswith("NVTX · ") for e in startend)
+    assert not [v for v in names.values() if v.startswith("CUDA API")], names
 
 
 @pytest.mark.parametrize("name", list(RUNS))

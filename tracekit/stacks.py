@@ -43,7 +43,13 @@ def export_stacks(tk, path: str | os.PathLike, run: str | int | None = None, thr
     gz = text_output(path, "a folded-stacks file", "stacks.folded")
     run_id = resolve_run(tk, run, "nsys", "export stacks", spans_runs=False)
     check_traced(tk, "export stacks", run_id, ["python_samples" if python else "cpu_samples"])
-    df = tk.query("python-stacks" if python else "cpu-stacks", run=run_id, thread=thread, range=range, limit=0)
+    query = "python-stacks" if python else "cpu-stacks"
+    try:
+        df = tk.query(query, run=run_id, thread=thread, range=range, limit=0)
+    except QueryError as err:  # (a thread or range the run lacks: said as this command's)
+        if not str(err).startswith(f"{query}: "):
+            raise
+        raise QueryError(f"export stacks: {str(err).removeprefix(f'{query}: ')}") from err
     if df.height == 0:  # (an empty file: flamegraph.pl and speedscope refuse it, and it says nothing)
         asked = [f"{o} {v!r}" for o, v in (("--thread", thread), ("--nvtx", range)) if v is not None]
         which = ("with a call stack" if not asked else f"that {asked[0]} selects" if len(asked) == 1 else

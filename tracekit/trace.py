@@ -710,12 +710,12 @@ def _write_events(tk, w: _Writer, part: Part, ids: _Ids, python: str, index: int
                 nvtx_threads.add((pid, tid))
                 counts["nvtx"] += 1
             else:
-                ident = f'"id":"0x{async_base + rid:x}"'
-                w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid_of(pid)},"tid":{tid},'
+                ident, ntid = f'"id":"0x{async_base + rid:x}"', tid + NVTX_TID_OFFSET  # (its thread's NVTX track's)
+                w.event(f'{{"ph":"b","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid_of(pid)},"tid":{ntid},'
                         f'"ts":{ts},{args}}}')
-                w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid_of(pid)},"tid":{tid},'
+                w.event(f'{{"ph":"e","cat":"nvtx_startend","name":{name(nm)},{ident},"pid":{pid_of(pid)},"tid":{ntid},'
                         f'"ts":{end_ts}}}')
-                cpu_threads.add((pid, tid))
+                nvtx_threads.add((pid, tid))
                 counts["nvtx_startend"] += 1
         w.flush()
     for b in _batches(con, _MARKS, p):

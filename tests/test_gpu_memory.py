@@ -480,7 +480,9 @@ def test_jobs_whose_ranks_traced_other_things_are_compared_in_what_every_rank_tr
         setups = [str(w.message) for w in caught if "differ in setup" in str(w.message)]
         assert setups == ["diff --jobs: the captures differ in setup on rank 2: nsys --cuda-memory-usage true -> "
                           "false"], setups
-        assert df.filter(pl.col("scope").is_in(["kernel", "gpu"]))["verdict"].is_in(["unchanged"]).all()
+        # (the same program: nothing judged a change; rank 2's host-to-device copies, 10.9 % apart at
+        # p = 8.7e-4, were judged improved under a 10 % copy noise floor)
+        assert df["verdict"].is_in(["unchanged"]).all(), df.filter(pl.col("verdict") != "unchanged")
         # one rank's pair: its nvtx scope said, its GPU memory per GPU alone, unchanged
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -88,9 +88,10 @@ against the base).
   _again2: the Triton attention kernel's median 291.8, 256.5 and 291.2 us at the same launch
   settings, -12.1 % then +13.5 %, every other kernel of 2 us or more within 2.2 %), which only
   captures of the base again measure (``repeats``, ``tracekit.compare``); a memory operation's
-  time is judged beyond ``COPY_NOISE_PCT`` (10 %) at least: identical captures' copies are up
-  to 7.4 % apart (and the inference pipeline's 0.7 us memsets 10.6 % in all, tests/data/
-  hstu_host_pace/before and before2: 19 us, immaterial);
+  time is judged beyond ``COPY_NOISE_PCT`` (15 %) at least: identical captures' copies are up
+  to 10.9 % apart (tests/data/nsys_jobs_mem base and mixed, rank 2's host-to-device copies),
+  the inference pipeline's 0.7 us memsets 10.6 % in all (tests/data/hstu_host_pace/before and
+  before2);
 * host-timed metrics (``HOST_TIMED``: CUDA API durations, NVTX wall time and GPU
   projection, which spans the GPU's waits for the host's launches) of runs that traced
   CUDA are reported with their delta and p-value but never judged (note "host-timed, not
@@ -340,12 +341,14 @@ UM_NOISE_PCT = 35.0
 CPU_NOISE_PCT = 25.0
 #: a memory operation's time (a copy kind's or memsets' total and median) is judged beyond this
 #: at the least: copies are short and ride on the host's and the bus's state, and identical
-#: captures are up to 7.4 % apart per copy kind (tests/data/nsys_jobs base against base_again,
-#: rank 2's device-to-host median; nsys_mem against _again, one host-to-device copy: 7.1 %), and
-#: 4.6 % apart at p = 5e-38 (nsys_diff_base_a against _b, 400 host-to-device copies); the
-#: inference pipeline's 240 memsets of 0.7 us 10.6 % apart in all (tests/data/hstu_host_pace,
-#: before against before2: 19 us, p = 1.5e-9), which MATERIAL_PCT holds
-COPY_NOISE_PCT = 10.0
+#: captures are up to 10.9 % apart per copy kind (tests/data/nsys_jobs_mem base against mixed,
+#: rank 2's 23 host-to-device copies of 3.8 MB: 145.4 and 131.1 us, p = 8.7e-4; base against
+#: more 10.8 %), 7.4 % (tests/data/nsys_jobs base against base_again, rank 2's device-to-host
+#: median; nsys_mem against _again, one host-to-device copy: 7.1 %), 4.6 % apart at p = 5e-38
+#: (nsys_diff_base_a against _b, 400 host-to-device copies); the inference pipeline's 240
+#: memsets of 0.7 us 10.6 % apart in all (tests/data/hstu_host_pace, before against before2:
+#: 19 us, p = 1.5e-9)
+COPY_NOISE_PCT = 15.0
 #: CUDA API calls that poll (is the event, the stream, done?): a program calls them until the
 #: answer is yes, so their count follows how long the host waited, not the work: never judged
 #: (cudaEventQuery 353 and 330 times in two identical captures, tests/data/hstu_host_pace/before

@@ -273,6 +273,9 @@ class SigintWatch:
                 if _DEAF[0]:
                     with _TAKE_LOCK:
                         _TAKEN["resent"] += 1
+                    # (what the waker does for a SIGINT sent again; it takes the first SIGTERM only:
+                    # a statement started after the import would run to its end)
+                    _interrupt_statements()
                 os.kill(os.getpid(), _TERMINATED[0] if _DEAF[0] else signal.SIGINT)
 
     def __exit__(self, *exc) -> None:

@@ -229,9 +229,9 @@ def wait(proc: subprocess.Popen, pumps: list[threading.Thread], timeout_s: float
     terminal told it: at the deadline, or after a SIGTERM or SIGHUP); the exception goes on."""
     from tracekit.interrupts import terminated
 
-    for t in pumps:
-        t.start()
     try:
+        for t in pumps:  # (inside: a Ctrl-C as one starts stops the program too)
+            t.start()
         rc = proc.wait(timeout=timeout_s)
     except BaseException as exc:
         if proc.poll() is None:
@@ -239,7 +239,8 @@ def wait(proc: subprocess.Popen, pumps: list[threading.Thread], timeout_s: float
         raise
     finally:
         for t in pumps:
-            t.join(timeout=10)  # (the rest of its output: the pipes end with the program)
+            if t.ident is not None:  # (started)
+                t.join(timeout=10)  # (the rest of its output: the pipes end with the program)
     return rc
 
 

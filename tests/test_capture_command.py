@@ -439,6 +439,31 @@ def test_a_failing_program_under_ncu_names_the_program(tmp_path, monkeypatch):
     assert "==ERROR== The application returned an error code (1)." in (tmp_path / "old" / "capture.log").read_text()
 
 
+def test_an_interrupt_as_the_output_copier_starts_stops_the_program():
+    """A Ctrl-C (or a SIGTERM taken as one) that lands as run.wait starts the thread copying the
+    program's output stops the program too: it was raised before the stop was armed, and the
+    program ran on after tracekit had exited (a review found it 3 times in 20 SIGTERMs sent
+    within 5 ms of the program's start)."""
+    import subprocess
+    import threading
+
+    from tracekit.capture import run
+
+    class Cut(threading.Thread):
+        def start(self):
+            raise KeyboardInterrupt
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], stdout=subprocess.DEVNULL)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run.wait(proc, [Cut(target=lambda: None)], None)
+        assert proc.poll() is not None  # (stopped, not left running)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_a_folder_of_runs_skips_a_tool_none_run_with_a_warning(tmp_path, capsys):
     """`tracekit ingest runs/` where runs/ holds a --tool none run of a command beside a run
     with a profile: that one is left out with one warning line (as a failed capture is),

@@ -659,6 +659,24 @@ def _values(spec: dict) -> list[dict]:
     return [row for rows in spec_datasets(spec) for row in rows]
 
 
+def test_a_rounded_change_of_nothing_is_written_as_zero(job, tmp_path):
+    """rank-summary's % against the median rank, rounded: on nsys_ranks_2gpu rank 3's kernel time
+    is 0.02 % below the median, round(-0.02, 1) = -0.0, which CSV and JSON wrote as '-0.0'."""
+    import math
+
+    tk, db, j = job
+    df = tk.query("rank-summary")
+    negative_zero = [r["rank"] for r in df.iter_rows(named=True)
+                     if r["kernel_vs_median_pct"] == 0 and math.copysign(1, r["kernel_vs_median_pct"]) < 0]
+    if j.name == "nsys_ranks_2gpu":
+        assert negative_zero == [3]
+    let_go(tk)
+    for fmt in ("csv", "json"):
+        out = tmp_path / f"r.{fmt}"
+        assert main(["--db", str(db), "query", "rank-summary", "-o", str(out)]) == 0
+        assert "-0.0" not in out.read_text()
+
+
 def test_rank_charts_draw_the_queries(job, tmp_path):
     tk, db, j = job
     heat = _values(charts.chart(tk, "rank-heatmap").to_dict())

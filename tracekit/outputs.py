@@ -278,9 +278,12 @@ def plain_columns(df, fmt: str, cannot_nest: str | None = None):
     stamps = {c: t for c, t in df.schema.items() if isinstance(t, pl.Datetime)}
     # (by the column's type, not its values: one type in every part a long result is written in)
     decimals = {c: t for c, t in df.schema.items() if isinstance(t, pl.Decimal)} if fmt == "json" else {}
-    if not (blobs or stamps or decimals):
+    # a rounded change of nothing, round(-0.02, 1), as 0.0, not -0.0 (-0.0 == 0)
+    floats = [c for c, t in df.schema.items() if t in (pl.Float32, pl.Float64)]
+    if not (blobs or stamps or decimals or floats):
         return df
     return df.with_columns(
+        *(pl.when(pl.col(c) == 0).then(0.0).otherwise(pl.col(c)).cast(df.schema[c]).alias(c) for c in floats),
         *(pl.col(c).cast(pl.Int128 if t.scale == 0 else pl.Float64) for c, t in decimals.items()),
         *(pl.col(c).bin.encode("hex") for c in blobs),
         *(pl.col(c).dt.to_string(f"%Y-%m-%dT%H:%M:%S%.{_DIGITS[t.time_unit]}f{'%:z' if t.time_zone else ''}")

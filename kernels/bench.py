@@ -990,13 +990,20 @@ def _check_args(names, variants, baseline, dtype, warmup_ms, rep_ms, json_path, 
 
 
 def _check_interpreted_dtype(device: str, dtype: str, variants, baseline: str) -> None:
-    """On the CPU the Triton variants run in Triton's interpreter (TRITON_INTERPRET=1), which
-    computes bfloat16 on its bit patterns (a limitation Triton documents; its ``tl.dot`` of
-    bfloat16 gives values near 1e10, triton-lang/triton#11584): bf16 there is a ParamError,
-    not a table of MISMATCH rows."""
+    """On the CPU the Triton variants run only in Triton's interpreter (TRITON_INTERPRET=1):
+    without it a ParamError, not a table of rows each with that error in its place; and the
+    interpreter computes bfloat16 on its bit patterns (a limitation Triton documents; its
+    ``tl.dot`` of bfloat16 gives values near 1e10, triton-lang/triton#11584): bf16 there is a
+    ParamError, not a table of MISMATCH rows."""
     from tracekit.errors import ParamError
 
+    from ._common import interpret_mode
+
     triton = [v for v in dict.fromkeys([*variants, baseline]) if v.startswith("triton_") or v == "peer"]
+    if device == "cpu" and triton and not interpret_mode():
+        raise ParamError(f"--variants: on the CPU, {', '.join(triton)} run only in Triton's interpreter: set "
+                         "TRITON_INTERPRET=1 before tracekit starts (a check of the kernels, far slower than a GPU's "
+                         "times), run on a GPU, or ask for variants of PyTorch (reference, sdpa)")
     if device == "cpu" and dtype == "bf16" and triton:
         raise ParamError(f"--dtype bf16: on the CPU, {', '.join(triton)} run in Triton's interpreter, which does "
                          "not compute bfloat16 (its results are garbage); give --dtype fp16 or fp32 here, or run on "

@@ -171,6 +171,25 @@ def test_configurations_given_twice_or_empty_and_values_that_start_with_a_dash(m
     assert capsys.readouterr().err.endswith("tracekit: bench: no measurement succeeded; each row above says why\n")
 
 
+def test_triton_on_the_cpu_without_the_interpreter_is_one_line(monkeypatch, capsys):
+    """On the CPU without TRITON_INTERPRET=1 the Triton variants cannot run: one line before
+    anything runs, saying how (it was a table whose Triton rows held 'KernelInputError: ...
+    needs TRI' in their time's column, exit 0); the PyTorch variants run."""
+    from tracekit.cli import main
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ParamError, match=r"^--variants: on the CPU, triton_dense run only in Triton's interpreter: "
+                                         r"set TRITON_INTERPRET=1 before tracekit starts"):
+        bench_attention(["seed1"], variants=("triton_dense", "reference"), baseline="reference", **FAST)
+    if not torch.cuda.is_available():
+        assert main(["bench", "attention", "--config", "seed1", "--dtype", "fp32"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tracekit: error: --variants: on the CPU, triton_dense, triton_block_sparse") and \
+            err.count("\n") == 1, err
+    rows = bench_attention(["seed1"], variants=("reference",), **FAST)
+    assert [r["error"] for r in rows] == [None]
+
+
 def test_bf16_on_the_cpu_is_refused_where_triton_would_interpret_it(capsys):
     """On the CPU the Triton variants run in Triton's interpreter, which computes bfloat16 on
     its bit patterns (the default dtype gave triton_dense rel_err 1e10, MISMATCH): one line

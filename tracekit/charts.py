@@ -2978,15 +2978,16 @@ def stragglers(df: pl.DataFrame) -> alt.LayerChart:
     full = [f"{path} #{n}" for path, n in zip(df["path"], df["instance"], strict=True)]
     d = df.with_columns(
         pl.Series("label", distinct_labels(full, STRAGGLER_LABEL_CHARS, _path_and_instance), dtype=pl.Utf8),
+        pl.Series("full", full, dtype=pl.Utf8),
         (pl.col("min_ns") / 1e6).alias("min_ms"), (pl.col("med_ns") / 1e6).alias("med_ms"),
         (pl.col("max_ns") / 1e6).alias("max_ms"),
         (100.0 * pl.col("min_ns") / med).alias("min_pct"), (100.0 * pl.col("max_ns") / med).alias("max_pct"),
         pl.lit(100.0).alias("med_pct"),
         pl.format("rank {}", pl.col("slowest_rank")).alias("slowest"),
     )
-    data = [{**r, "full": f, "slowest_lag_said": _signed(r["slowest_lag_pct"])} for r, f in zip(d.select(
-        "label", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest", "slowest_lag_pct").to_dicts(),
-        full, strict=True)]
+    data = [{**r, "slowest_lag_said": _signed(r["slowest_lag_pct"])} for r in d.select(
+        "label", "full", "min_ms", "med_ms", "max_ms", "min_pct", "med_pct", "max_pct", "slowest",
+        "slowest_lag_pct").to_dicts()]
     y = alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=320))
     tip = [alt.Tooltip("full:N", title="NVTX path #instance"), alt.Tooltip("min_ms:Q", title="fastest [ms]", format=",.3f"),
            alt.Tooltip("med_ms:Q", title="median [ms]", format=",.3f"),

@@ -608,7 +608,6 @@ def _wrap(header: str, width: int) -> list[str]:
 
 def _expanded(cols, width: int, rows: Rows) -> str:
     """One block per row, ``column  value`` per line (psql's expanded display)."""
-
     key_w = max(names.text_width(c[1]) for c in cols)
     val_w = max(width - key_w - len(GAP), MIN_TEXT)
     shortened = []
